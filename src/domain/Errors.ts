@@ -1,0 +1,107 @@
+import { Schema } from "effect"
+
+/**
+ * Refusals shared by every part of the surface. Each is a typed error in the error channel; the MCP
+ * layer maps each tag, once, to the stable code of DESIGN.md (src/mcp/Refusals.ts).
+ */
+
+export class Unauthenticated extends Schema.TaggedError<Unauthenticated>()("Unauthenticated", {}) {
+  override get message() {
+    return "Authentication required. Provide a valid Bearer token."
+  }
+}
+
+export class ForbiddenProfile extends Schema.TaggedError<ForbiddenProfile>()("ForbiddenProfile", {
+  tool: Schema.String,
+  profile: Schema.String,
+  access: Schema.String
+}) {
+  override get message() {
+    return `a ${this.profile} connection may not call ${this.tool} (access class ${this.access})`
+  }
+}
+
+export class ApprovalRequired extends Schema.TaggedError<ApprovalRequired>()("ApprovalRequired", {
+  tool: Schema.String,
+  approval_id: Schema.optional(Schema.String),
+  reason: Schema.String
+}) {
+  override get message() {
+    return `${this.tool} needs an approval before it runs: ${this.reason}`
+  }
+}
+
+export class ApprovalDenied extends Schema.TaggedError<ApprovalDenied>()("ApprovalDenied", {
+  tool: Schema.String,
+  approval_id: Schema.String
+}) {
+  override get message() {
+    return `the owner denied approval ${this.approval_id} for ${this.tool}`
+  }
+}
+
+export class OwnerApprovalRequired extends Schema.TaggedError<OwnerApprovalRequired>()("OwnerApprovalRequired", {
+  tool: Schema.String,
+  approval_id: Schema.optional(Schema.String),
+  reason: Schema.String
+}) {
+  override get message() {
+    return `${this.tool} is elevated and needs the owner's explicit approval: ${this.reason}`
+  }
+}
+
+export class ValidationError extends Schema.TaggedError<ValidationError>()("ValidationError", {
+  detail: Schema.String
+}) {
+  override get message() {
+    return this.detail
+  }
+}
+
+export class UnknownFields extends Schema.TaggedError<UnknownFields>()("UnknownFields", {
+  unknown: Schema.Array(Schema.String),
+  valid_keys: Schema.Array(Schema.String)
+}) {
+  override get message() {
+    return `unknown field(s) ${this.unknown.join(", ")}; valid keys: ${this.valid_keys.join(", ")}`
+  }
+}
+
+export class NotFound extends Schema.TaggedError<NotFound>()("NotFound", {
+  what: Schema.String,
+  id: Schema.String,
+  suggestions: Schema.optional(Schema.Array(Schema.String))
+}) {
+  override get message() {
+    const hint = this.suggestions && this.suggestions.length > 0 ? `; did you mean ${this.suggestions.join(", ")}?` : ""
+    return `no ${this.what} ${JSON.stringify(this.id)}${hint}`
+  }
+}
+
+export class PayloadTooLarge extends Schema.TaggedError<PayloadTooLarge>()("PayloadTooLarge", {
+  what: Schema.String,
+  limit: Schema.Number,
+  actual: Schema.Number,
+  unit: Schema.String
+}) {
+  override get message() {
+    return `${this.what} is ${this.actual} ${this.unit}; the limit is ${this.limit} ${this.unit}`
+  }
+}
+
+export class UnknownRecipient extends Schema.TaggedError<UnknownRecipient>()("UnknownRecipient", {
+  selector: Schema.String
+}) {
+  override get message() {
+    return `no live connection of yours matches ${JSON.stringify(this.selector)} (a full id, an 8-character short id, or a name)`
+  }
+}
+
+export class AmbiguousRecipient extends Schema.TaggedError<AmbiguousRecipient>()("AmbiguousRecipient", {
+  selector: Schema.String,
+  candidates: Schema.Array(Schema.Struct({ connection_id: Schema.String, name: Schema.String }))
+}) {
+  override get message() {
+    return `${JSON.stringify(this.selector)} matches ${this.candidates.length} connections; use the full connection id`
+  }
+}

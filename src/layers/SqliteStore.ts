@@ -1,0 +1,134 @@
+/**
+ * The SQLite `SqlClient`, built on better-sqlite3 like `@effect/sql-sqlite-node`, with the three things
+ * that client does not let us set:
+ *  - write transactions begin with `BEGIN IMMEDIATE`: a plain `BEGIN` takes the write lock lazily and a
+ *    second process then fails at once with SQLITE_BUSY_SNAPSHOT instead of waiting `busy_timeout`;
+ *  - `busy_timeout` and `foreign_keys = ON` on the connection;
+ *  - access to the raw database for the benchmarks' baselines (`SqliteStore.raw`).
+ * One connection per process, serialized by a semaphore (better-sqlite3 is synchronous anyway).
+ */
+import * as Reactivity from "@effect/experimental/Reactivity"
+import * as Client from "@effect/sql/SqlClient"
+import type { Connection } from "@effect/sql/SqlConnection"
+import { SqlError } from "@effect/sql/SqlError"
+import * as Statement from "@effect/sql/Statement"
+import Sqlite from "better-sqlite3"
+import { Cache, Context, Duration, Effect, Layer, Scope } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+
+export interface SqliteStoreConfig {
+  /** a file path, or `:memory:` */
+  readonly filename: string
+  readonly busyTimeoutMs?: number
+}
+
+export class SqliteStore extends Context.Tag("sophia/SqliteStore")<SqliteStore, {
+  readonly filename: string
+  /** the raw better-sqlite3 handle: for benchmarks' baselines and the ledger verifier, never for writes that bypass services */
+  readonly raw: Sqlite.Database
+}>() {}
+
+const make = (config: SqliteStoreConfig) =>
+  Effect.gen(function*() {
+    if (config.filename !== ":memory:") {
+      yield* Effect.sync(() => fs.mkdirSync(path.dirname(path.resolve(config.filename)), { recursive: true }))
+    }
+    const db = yield* Effect.acquireRelease(
+      Effect.try({
+        try: () => new Sqlite(config.filename, { timeout: config.busyTimeoutMs ?? 5000 }),
+        catch: (cause) => new SqlError({ cause, message: `cannot open SQLite database ${config.filename}` })
+      }),
+      (db) => Effect.sync(() => db.close())
+    )
+    if (config.filename !== ":memory:") db.pragma("journal_mode = WAL")
+    db.pragma(`busy_timeout = ${config.busyTimeoutMs ?? 5000}`)
+    db.pragma("foreign_keys = ON")
+    db.pragma("synchronous = NORMAL")
+
+    const prepareCache = yield* Cache.make({
+      capacity: 500,
+      timeToLive: Duration.minutes(10),
+      lookup: (sql: string) =>
+        Effect.try({
+          try: () => db.prepare(sql),
+          catch: (cause) => new SqlError({ cause, message: `Failed to prepare statement: ${String(cause)}` })
+        })
+    })
+
+    const runStatement = (statement: Sqlite.Statement, params: ReadonlyArray<unknown>, raw: boolean) =>
+      Effect.withFiberRuntime<ReadonlyArray<any>, SqlError>((fiber) => {
+        if (Context.get(fiber.currentContext, Client.SafeIntegers)) statement.safeIntegers(true)
+        try {
+          if (statement.reader) return Effect.succeed(statement.all(...params))
+          const result = statement.run(...params)
+          return Effect.succeed(raw ? (result as unknown as ReadonlyArray<any>) : [])
+        } catch (cause) {
+          return Effect.fail(new SqlError({ cause, message: `Failed to execute statement: ${String(cause)}` }))
+        }
+      })
+
+    const run = (sql: string, params: ReadonlyArray<unknown>, raw = false) =>
+      Effect.flatMap(prepareCache.get(sql), (s) => runStatement(s, params, raw))
+
+    const connection: Connection = {
+      execute: (sql, params, transformRows) => transformRows ? Effect.map(run(sql, params), transformRows) : run(sql, params),
+      executeRaw: (sql, params) => run(sql, params, true),
+      executeValues: (sql, params) =>
+        Effect.acquireUseRelease(
+          prepareCache.get(sql),
+          (statement) =>
+            Effect.try({
+              try: () => {
+                if (statement.reader) {
+                  statement.raw(true)
+                  return statement.all(...params) as ReadonlyArray<ReadonlyArray<unknown>>
+                }
+                statement.run(...params)
+                return []
+              },
+              catch: (cause) => new SqlError({ cause, message: `Failed to execute statement: ${String(cause)}` })
+            }),
+          (statement) => Effect.sync(() => statement.reader && statement.raw(false))
+        ),
+      executeUnprepared: (sql, params, transformRows) => {
+        const effect = Effect.suspend(() => {
+          try {
+            return runStatement(db.prepare(sql), params ?? [], false)
+          } catch (cause) {
+            return Effect.fail(new SqlError({ cause, message: `Failed to prepare statement: ${String(cause)}` }))
+          }
+        })
+        return transformRows ? Effect.map(effect, transformRows) : effect
+      },
+      executeStream: () => Effect.dieMessage("executeStream not implemented for SQLite")
+    }
+
+    const semaphore = yield* Effect.makeSemaphore(1)
+    const acquirer = semaphore.withPermits(1)(Effect.succeed(connection))
+    const transactionAcquirer = Effect.uninterruptibleMask((restore) =>
+      Effect.as(
+        Effect.zipRight(
+          restore(semaphore.take(1)),
+          Effect.tap(Effect.scope, (scope) => Scope.addFinalizer(scope, semaphore.release(1)))
+        ),
+        connection
+      )
+    )
+
+    const client = yield* Client.make({
+      acquirer,
+      transactionAcquirer,
+      compiler: Statement.makeCompilerSqlite(),
+      spanAttributes: [["db.system.name", "sqlite"]],
+      beginTransaction: "BEGIN IMMEDIATE"
+    })
+    return { client, store: { filename: config.filename, raw: db } }
+  })
+
+/** `SqlClient` + `SqliteStore` for one SQLite file (or `:memory:`). */
+export const layer = (config: SqliteStoreConfig): Layer.Layer<Client.SqlClient | SqliteStore, SqlError> =>
+  Layer.scopedContext(
+    Effect.map(make(config), ({ client, store }) =>
+      Context.make(Client.SqlClient, client).pipe(Context.add(SqliteStore, store)))
+  ).pipe(Layer.provide(Reactivity.layer))

@@ -1,0 +1,173 @@
+#!/usr/bin/env node
+/**
+ * The `sophia` CLI: `serve` (the daemon), `stdio` (MCP over stdio for one bearer) and the owner's
+ * commands (`connection …`). Every command takes `--db`.
+ */
+import { Args, Command, Options, ValidationError as CliValidationError } from "@effect/cli"
+import { NodeContext, NodeRuntime } from "@effect/platform-node"
+import { Config, Console, Effect, Layer, Logger, LogLevel, Option, Redacted } from "effect"
+import { PROFILES } from "./domain/Auth.js"
+import { ServeLive, SophiaLive } from "./layers/App.js"
+import { HttpServer } from "./mcp/Http.js"
+import { SERVER_INFO } from "./mcp/McpServer.js"
+import type { ToolNaming } from "./mcp/Registry.js"
+import { serveStdio } from "./mcp/Stdio.js"
+import { Auth } from "./services/Auth.js"
+import type { MintedConnection } from "./services/Auth.js"
+
+const db = Options.file("db").pipe(
+  Options.withDefault("./.sophia/sophia.db"),
+  Options.withDescription("SQLite database file (created with its folder)")
+)
+const toolNames = Options.choice("tool-names", ["underscore", "dotted"]).pipe(
+  Options.withDefault("underscore" as const),
+  Options.withDescription("advertise tools as sophia_x (default; clients that refuse dots) or sophia.x")
+)
+const user = Options.text("user").pipe(Options.optional, Options.withDescription("user name (default: the owner)"))
+
+/** Postgres is selected by SOPHIA_DATABASE_URL; until its layer lands, say so rather than silently using SQLite. */
+const refusePostgres = Effect.gen(function*() {
+  const url = yield* Config.option(Config.redacted("SOPHIA_DATABASE_URL"))
+  if (Option.isSome(url)) {
+    return yield* Effect.fail(
+      new Error("SOPHIA_DATABASE_URL is set, but the Postgres layer is not built yet; unset it to use SQLite (--db)")
+    )
+  }
+})
+
+const clientConfig = (url: string, bearer: string) =>
+  [
+    `  Claude Code:`,
+    `    claude mcp add --transport http sophia ${url} --header "Authorization: Bearer ${bearer}"`,
+    `  Claude Desktop, Cursor or any Streamable HTTP client (mcpServers entry):`,
+    JSON.stringify({ mcpServers: { sophia: { type: "http", url, headers: { Authorization: `Bearer ${bearer}` } } } }, null, 2)
+      .split("\n").map((l) => "    " + l).join("\n"),
+    `  stdio clients:`,
+    `    SOPHIA_BEARER=${bearer} npx sophia stdio --db <same db>`
+  ].join("\n")
+
+const serve = Command.make(
+  "serve",
+  {
+    host: Options.text("host").pipe(Options.withDefault("127.0.0.1")),
+    port: Options.integer("port").pipe(Options.withDefault(7337)),
+    db,
+    toolNames
+  },
+  ({ db, host, port, toolNames }) =>
+    Effect.gen(function*() {
+      yield* refusePostgres
+      yield* Layer.launch(
+        Layer.effectDiscard(Effect.gen(function*() {
+          const auth = yield* Auth
+          const http = yield* HttpServer
+          const minted = yield* auth.bootstrapOwner()
+          yield* Console.log(`Sophia ${SERVER_INFO.version} listening; MCP endpoint ${http.mcpUrl} (database ${db})`)
+          if (Option.isSome(minted)) {
+            const bearer = minted.value.bearer
+            yield* Console.log(
+              [
+                ``,
+                `First start: created the owner and a first full connection "${minted.value.name}".`,
+                `Its bearer is shown once, now; store it:`,
+                ``,
+                `    ${bearer}`,
+                ``,
+                clientConfig(http.mcpUrl, bearer),
+                ``,
+                `Mint more: npx sophia connection create --name <agent> --profile observer|assistant|full --db ${db}`,
+                ``
+              ].join("\n")
+            )
+          }
+        })).pipe(Layer.provideMerge(ServeLive({ filename: db, host, port, naming: toolNames as ToolNaming })))
+      )
+    })
+)
+
+const stdio = Command.make("stdio", { db, toolNames }, ({ db, toolNames }) =>
+  Effect.gen(function*() {
+    yield* refusePostgres
+    const bearer = yield* Config.redacted("SOPHIA_BEARER").pipe(
+      Effect.mapError(() => new Error("set SOPHIA_BEARER to the bearer of the connection this stdio server speaks for"))
+    )
+    yield* serveStdio(bearer, toolNames as ToolNaming).pipe(
+      Effect.catchTag("Unauthenticated", (e) => Effect.fail(new Error(`SOPHIA_BEARER: ${e.message}`))),
+      Effect.provide(SophiaLive(db))
+    )
+  }))
+
+const printJson = (value: unknown) => Console.log(JSON.stringify(value))
+
+/** CLI refusals are printed as one line on stderr with a non-zero exit. */
+const withAuth = <A, E>(dbPath: string, f: (auth: Auth) => Effect.Effect<A, E>) =>
+  Effect.gen(function*() {
+    yield* refusePostgres
+    const auth = yield* Auth
+    return yield* f(auth)
+  }).pipe(Effect.provide(SophiaLive(dbPath)))
+
+const create = Command.make(
+  "create",
+  {
+    name: Options.text("name"),
+    profile: Options.choice("profile", PROFILES),
+    user,
+    scope: Options.text("scope").pipe(Options.optional, Options.withDescription("entity ids, comma-separated")),
+    db
+  },
+  ({ db, name, profile, scope, user }) =>
+    withAuth(db, (auth) =>
+      auth.createConnection({
+        name,
+        profile,
+        user: Option.getOrUndefined(user),
+        scope: Option.match(scope, {
+          onNone: () => [],
+          onSome: (s) => s.split(",").map((x) => x.trim()).filter((x) => x.length > 0)
+        })
+      })).pipe(
+        Effect.flatMap((m: MintedConnection) =>
+          printJson({ connection_id: m.connection_id, name: m.name, profile: m.profile, user_id: m.user_id, bearer: m.bearer })
+        )
+      )
+)
+
+const list = Command.make("list", { db, user }, ({ db, user }) =>
+  withAuth(db, (auth) => auth.list(Option.getOrUndefined(user))).pipe(Effect.flatMap(printJson)))
+
+const selector = Args.text({ name: "id|name" })
+
+const revoke = Command.make("revoke", { db, user, selector }, ({ db, selector, user }) =>
+  withAuth(db, (auth) => auth.revoke(selector, Option.getOrUndefined(user))).pipe(Effect.flatMap(printJson)))
+
+const rename = Command.make(
+  "rename",
+  { db, user, selector, newName: Args.text({ name: "new-name" }) },
+  ({ db, newName, selector, user }) =>
+    withAuth(db, (auth) => auth.rename(selector, newName, Option.getOrUndefined(user))).pipe(Effect.flatMap(printJson))
+)
+
+const connection = Command.make("connection").pipe(Command.withSubcommands([create, list, revoke, rename]))
+
+const sophia = Command.make("sophia").pipe(Command.withSubcommands([serve, stdio, connection]))
+
+const cli = Command.run(sophia, { name: "sophia", version: SERVER_INFO.version })
+
+// Logs go to stderr, always: stdout carries command output, and in stdio mode only MCP messages.
+const StderrLogger = Logger.replace(Logger.defaultLogger, Logger.withConsoleError(Logger.logfmtLogger))
+
+cli(process.argv).pipe(
+  Effect.catchAll((error) =>
+    Effect.sync(() => {
+      // @effect/cli has already printed its own usage errors; ours get one line on stderr
+      if (!CliValidationError.isValidationError(error)) {
+        process.stderr.write(`sophia: ${error instanceof Error || (typeof error === "object" && error !== null && "message" in error) ? (error as { message: string }).message : String(error)}\n`)
+      }
+      process.exitCode = 1
+    })
+  ),
+  Effect.provide(Layer.mergeAll(NodeContext.layer, StderrLogger)),
+  Logger.withMinimumLogLevel(LogLevel.Info),
+  NodeRuntime.runMain
+)

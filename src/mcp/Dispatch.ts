@@ -1,0 +1,97 @@
+import { Cause, Effect, Option, ParseResult, Schema } from "effect"
+import type { Caller } from "../domain/Auth.js"
+import { NotFound, ValidationError } from "../domain/Errors.js"
+import { nearest } from "../domain/Names.js"
+import { Auth } from "../services/Auth.js"
+import { Envelope } from "./Envelope.js"
+import type { Refusal, RefusalBody } from "./Refusals.js"
+import { refusalBody } from "./Refusals.js"
+import type { Tool } from "./Registry.js"
+import { ToolRegistry } from "./Registry.js"
+
+export type CallOutcome =
+  | { readonly ok: true; readonly body: Record<string, unknown> }
+  | {
+    readonly ok: false
+    /** absent for an internal defect (logged, never shown in detail) */
+    readonly refusal: Refusal | undefined
+    readonly body: { readonly error: RefusalBody } & Record<string, unknown>
+  }
+
+export interface CallOptions {
+  /** the call comes from inside `execute_code` */
+  readonly viaSandbox?: boolean
+}
+
+const formatIssues = (error: ParseResult.ParseError) =>
+  ParseResult.ArrayFormatter.formatErrorSync(error)
+    .map((i) => `${i.path.length > 0 ? i.path.join(".") : "arguments"}: ${i.message}`)
+    .join("; ")
+
+/**
+ * The one path of every tool call, whatever the transport (Streamable HTTP, stdio, REST, execute_code):
+ * resolve the name → authorize → decode → call the service → encode → splice the envelope. No business
+ * rule lives here.
+ */
+export class Dispatcher extends Effect.Service<Dispatcher>()("sophia/Dispatcher", {
+  effect: Effect.gen(function*() {
+    const auth = yield* Auth
+    const registry = yield* ToolRegistry
+    const envelope = yield* Envelope
+    const decoders = new Map<Tool, (u: unknown) => Effect.Effect<unknown, ParseResult.ParseError>>()
+    const decoderOf = (tool: Tool) => {
+      let d = decoders.get(tool)
+      if (!d) {
+        decoders.set(tool, d = Schema.decodeUnknown(tool.input, { errors: "all", onExcessProperty: "ignore" }))
+      }
+      return d
+    }
+
+    const run = (caller: Caller, name: string, args: unknown, options: CallOptions) =>
+      Effect.gen(function*() {
+        const tool = Option.getOrUndefined(registry.lookup(name))
+        if (!tool) {
+          return yield* new NotFound({
+            what: "tool",
+            id: name,
+            suggestions: nearest(name.replace(/^sophia[._]/, ""), registry.tools.map((t) => t.name.slice(7))).map((n) =>
+              `sophia.${n}`
+            )
+          })
+        }
+        yield* auth.authorize(caller, tool)
+        const input = yield* decoderOf(tool)(args ?? {}).pipe(
+          Effect.mapError((e) => new ValidationError({ detail: formatIssues(e) }))
+        )
+        const result = yield* tool.handler(input, { caller, viaSandbox: options.viaSandbox ?? false })
+        return (yield* Effect.orDie(Schema.encode(tool.output)(result))) as Record<string, unknown>
+      })
+
+    /** Call a tool as `caller`. Never fails: refusals and defects come back as an outcome with the envelope. */
+    const call = (caller: Caller, name: string, args: unknown, options: CallOptions = {}) =>
+      run(caller, name, args, options).pipe(
+        Effect.map((body) => ({ ok: true as const, body })),
+        Effect.catchAll((refusal: Refusal) =>
+          Effect.succeed({ ok: false as const, refusal, body: { error: refusalBody(refusal) } })
+        ),
+        Effect.catchAllDefect((defect) =>
+          Effect.logError("tool call failed", Cause.die(defect)).pipe(
+            Effect.as({
+              ok: false as const,
+              refusal: undefined,
+              body: { error: { code: "internal_error", message: "the server failed while handling this call; it was logged" } }
+            })
+          )
+        ),
+        Effect.flatMap((outcome) =>
+          Effect.map(envelope.fields(caller), (fields): CallOutcome => ({
+            ...outcome,
+            body: { ...outcome.body, ...fields }
+          } as CallOutcome))
+        ),
+        Effect.withSpan("Dispatcher.call", { attributes: { tool: name } })
+      )
+
+    return { call, authenticate: auth.authenticate, registry } as const
+  })
+}) {}

@@ -1,0 +1,261 @@
+import type { AuthInfo } from "@modelcontextprotocol/sdk/server/auth/types.js"
+import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js"
+import { isInitializeRequest } from "@modelcontextprotocol/sdk/types.js"
+import { Context, Effect, Layer, Runtime } from "effect"
+import { randomUUID } from "node:crypto"
+import * as http from "node:http"
+import type { AddressInfo } from "node:net"
+import type { Caller } from "../domain/Auth.js"
+import { Dispatcher } from "./Dispatch.js"
+import { makeMcpServer } from "./McpServer.js"
+import { AUTH_MESSAGE, httpStatusOf } from "./Refusals.js"
+import type { ToolNaming } from "./Registry.js"
+
+export interface HttpConfig {
+  readonly host: string
+  /** 0 picks a free port (tests) */
+  readonly port: number
+  readonly naming: ToolNaming
+  /** request bodies above this are refused with `payload_too_large` before parsing */
+  readonly maxBodyBytes?: number
+}
+
+export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024
+
+export class HttpServer extends Context.Tag("sophia/HttpServer")<HttpServer, {
+  readonly port: number
+  readonly host: string
+  /** the MCP endpoint, e.g. http://127.0.0.1:7337/mcp */
+  readonly mcpUrl: string
+  readonly baseUrl: string
+}>() {}
+
+const LOOPBACK_NAMES = new Set(["localhost", "127.0.0.1", "[::1]", "::1"])
+
+const bearerOf = (req: http.IncomingMessage): string | undefined => {
+  const header = req.headers.authorization
+  if (!header) return undefined
+  const match = /^Bearer\s+(\S+)\s*$/i.exec(header)
+  return match ? match[1] : undefined
+}
+
+const sendJson = (res: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) => {
+  if (res.headersSent) return
+  const text = JSON.stringify(body)
+  res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text), ...headers })
+  res.end(text)
+}
+
+const jsonRpcError = (code: number, message: string, data?: unknown) => ({
+  jsonrpc: "2.0",
+  error: data === undefined ? { code, message } : { code, message, data },
+  id: null
+})
+
+const WWW_AUTHENTICATE = { "www-authenticate": "Bearer realm=\"sophia\"" }
+
+class BodyTooLarge {
+  constructor(readonly actual: number) {}
+}
+class MalformedJson {
+  constructor(readonly detail: string) {}
+}
+
+/** Read and parse a JSON body, refusing above `limit` bytes without buffering the rest. Empty body = undefined. */
+const readJson = (req: http.IncomingMessage, limit: number): Promise<unknown> =>
+  new Promise((resolve, reject) => {
+    const declared = Number(req.headers["content-length"] ?? "NaN")
+    if (Number.isFinite(declared) && declared > limit) {
+      req.resume()
+      return reject(new BodyTooLarge(declared))
+    }
+    const chunks: Array<Buffer> = []
+    let size = 0
+    let failed = false
+    req.on("data", (chunk: Buffer) => {
+      if (failed) return
+      size += chunk.length
+      if (size > limit) {
+        failed = true
+        reject(new BodyTooLarge(size))
+        return
+      }
+      chunks.push(chunk)
+    })
+    req.on("end", () => {
+      if (failed) return
+      const text = Buffer.concat(chunks).toString("utf8")
+      if (text.trim() === "") return resolve(undefined)
+      try {
+        resolve(JSON.parse(text))
+      } catch (e) {
+        reject(new MalformedJson(e instanceof Error ? e.message : String(e)))
+      }
+    })
+    req.on("error", reject)
+  })
+
+interface Session {
+  readonly transport: StreamableHTTPServerTransport
+  readonly connectionId: string
+}
+
+/**
+ * The daemon's HTTP face: Streamable HTTP MCP at `/mcp`, the REST path `/api/tools/<name>`, `/healthz`.
+ * Every request is authenticated against the connection row (revocation bites on the next request,
+ * even inside an open MCP session); Host and Origin are checked against loopback names and the bound host
+ * (DNS-rebinding protection).
+ */
+export const layer = (config: HttpConfig): Layer.Layer<HttpServer, never, Dispatcher> =>
+  Layer.scoped(
+    HttpServer,
+    Effect.gen(function*() {
+      const dispatcher = yield* Dispatcher
+      const runtime = yield* Effect.runtime<never>()
+      const runPromise = Runtime.runPromise(runtime)
+      const limit = config.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES
+      const sessions = new Map<string, Session>()
+      let port = config.port
+
+      const allowedNames = new Set([...LOOPBACK_NAMES, config.host.toLowerCase()])
+      const hostAllowed = (req: http.IncomingMessage) => {
+        const host = req.headers.host
+        if (!host) return false
+        const url = URL.canParse(`http://${host}`) ? new URL(`http://${host}`) : undefined
+        if (!url || !allowedNames.has(url.hostname.toLowerCase())) return false
+        return url.port === "" || Number(url.port) === port
+      }
+      const originAllowed = (req: http.IncomingMessage) => {
+        const origin = req.headers.origin
+        if (!origin) return true
+        if (!URL.canParse(origin)) return false
+        return allowedNames.has(new URL(origin).hostname.toLowerCase())
+      }
+
+      const authenticate = (req: http.IncomingMessage): Promise<Caller | undefined> =>
+        runPromise(dispatcher.authenticate(bearerOf(req)).pipe(Effect.option)).then((o) =>
+          o._tag === "Some" ? o.value : undefined
+        )
+
+      const bodyRefusal = (e: unknown) => {
+        if (e instanceof BodyTooLarge) {
+          return {
+            status: 413,
+            code: "payload_too_large",
+            message: `request body is ${e.actual} bytes; the limit is ${limit} bytes`,
+            details: { limit, actual: e.actual, unit: "bytes" }
+          }
+        }
+        if (e instanceof MalformedJson) {
+          return { status: 400, code: "validation_error", message: `malformed JSON: ${e.detail}`, details: {} }
+        }
+        throw e
+      }
+
+      const handleRest = async (req: http.IncomingMessage, res: http.ServerResponse, toolName: string) => {
+        const caller = await authenticate(req)
+        if (!caller) return sendJson(res, 401, { error: "invalid_or_revoked_bearer" }, WWW_AUTHENTICATE)
+        let args: unknown
+        try {
+          args = await readJson(req, limit)
+        } catch (e) {
+          const r = bodyRefusal(e)
+          return sendJson(res, r.status, { error: { code: r.code, message: r.message, ...r.details } })
+        }
+        const outcome = await runPromise(dispatcher.call(caller, decodeURIComponent(toolName), args ?? {}))
+        if (outcome.ok) return sendJson(res, 200, outcome.body)
+        return sendJson(res, outcome.refusal ? httpStatusOf(outcome.refusal) : 500, outcome.body)
+      }
+
+      const handleMcp = async (req: http.IncomingMessage, res: http.ServerResponse) => {
+        const caller = await authenticate(req)
+        if (!caller) return sendJson(res, 401, jsonRpcError(-32001, AUTH_MESSAGE), WWW_AUTHENTICATE)
+        let body: unknown
+        if (req.method === "POST") {
+          try {
+            body = await readJson(req, limit)
+          } catch (e) {
+            const r = bodyRefusal(e)
+            return sendJson(
+              res,
+              r.status,
+              jsonRpcError(r.status === 413 ? -32600 : -32700, r.message, { code: r.code, ...r.details })
+            )
+          }
+        }
+        const bearer = bearerOf(req)!
+        const auth: AuthInfo = { token: bearer, clientId: caller.connectionId, scopes: [], extra: { caller } }
+        Object.assign(req, { auth })
+        const sessionId = req.headers["mcp-session-id"]
+        if (typeof sessionId === "string") {
+          const session = sessions.get(sessionId)
+          // a session belongs to the connection that opened it; another bearer cannot ride it
+          if (!session || session.connectionId !== caller.connectionId) {
+            return sendJson(res, 404, jsonRpcError(-32001, "Session not found"))
+          }
+          return session.transport.handleRequest(req, res, body)
+        }
+        if (req.method === "POST" && isInitializeRequest(body)) {
+          const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
+            sessionIdGenerator: () => randomUUID(),
+            onsessioninitialized: (id) => {
+              sessions.set(id, { transport, connectionId: caller.connectionId })
+            }
+          })
+          transport.onclose = () => {
+            if (transport.sessionId) sessions.delete(transport.sessionId)
+          }
+          const server = makeMcpServer({
+            dispatcher,
+            naming: config.naming,
+            runPromise,
+            resolveCaller: async (extra) => (extra.authInfo?.extra?.caller as Caller | undefined)
+          })
+          await server.connect(transport)
+          return transport.handleRequest(req, res, body)
+        }
+        return sendJson(res, 400, jsonRpcError(-32000, "Bad Request: no valid MCP session id; send initialize first"))
+      }
+
+      const handle = async (req: http.IncomingMessage, res: http.ServerResponse) => {
+        if (!hostAllowed(req) || !originAllowed(req)) {
+          return sendJson(res, 403, { error: "forbidden_host_or_origin" })
+        }
+        const url = new URL(req.url ?? "/", "http://localhost")
+        if (url.pathname.startsWith("/.well-known/")) {
+          // a plain 404 so MCP clients do not start an OAuth dance
+          res.writeHead(404, { "content-type": "text/plain" })
+          return res.end("Not Found")
+        }
+        if (url.pathname === "/healthz") return sendJson(res, 200, { ok: true })
+        if (url.pathname === "/mcp") return handleMcp(req, res)
+        const rest = /^\/api\/tools\/([^/]+)$/.exec(url.pathname)
+        if (rest && req.method === "POST") return handleRest(req, res, rest[1])
+        return sendJson(res, 404, { error: "not_found" })
+      }
+
+      const server = http.createServer((req, res) => {
+        handle(req, res).catch((error) => {
+          runPromise(Effect.logError("HTTP request failed", error))
+          sendJson(res, 500, { error: "internal_error" })
+        })
+      })
+
+      yield* Effect.acquireRelease(
+        Effect.async<void, never>((resume) => {
+          server.once("error", (e) => resume(Effect.die(e)))
+          server.listen(config.port, config.host, () => resume(Effect.void))
+        }),
+        () =>
+          Effect.promise(async () => {
+            await Promise.allSettled([...sessions.values()].map((s) => s.transport.close()))
+            server.closeAllConnections()
+            await new Promise<void>((resolve) => server.close(() => resolve()))
+          })
+      )
+      port = (server.address() as AddressInfo).port
+      const hostForUrl = config.host.includes(":") ? `[${config.host}]` : config.host
+      const baseUrl = `http://${hostForUrl === "0.0.0.0" ? "127.0.0.1" : hostForUrl}:${port}`
+      return { port, host: config.host, baseUrl, mcpUrl: `${baseUrl}/mcp` }
+    })
+  )

@@ -1,0 +1,60 @@
+import { Server } from "@modelcontextprotocol/sdk/server/index.js"
+import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js"
+import type { CallToolResult, ServerNotification, ServerRequest } from "@modelcontextprotocol/sdk/types.js"
+import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js"
+import type { Effect } from "effect"
+import type { Caller } from "../domain/Auth.js"
+import type { CallOutcome, Dispatcher } from "./Dispatch.js"
+import { AUTH_MESSAGE } from "./Refusals.js"
+import type { ToolNaming } from "./Registry.js"
+
+export const SERVER_INFO = { name: "sophia", version: "0.1.0" } as const
+
+export const INSTRUCTIONS = "Sophia is the shared state layer of your agent fleet. Start with sophia.orient; " +
+  "every result carries _inbox_unread (your unread posts). Use sophia.execute_code for 3+ reads or a read-modify-write."
+
+export type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>
+
+export interface McpServerOptions {
+  readonly dispatcher: Dispatcher
+  readonly naming: ToolNaming
+  /** who is calling: checked against the connection row on every request; undefined = not authenticated */
+  readonly resolveCaller: (extra: Extra) => Promise<Caller | undefined>
+  readonly runPromise: <A>(effect: Effect.Effect<A>) => Promise<A>
+}
+
+/** A result as MCP wants it: structured content plus one text block with the same JSON. */
+export const toCallToolResult = (outcome: CallOutcome): CallToolResult =>
+  outcome.ok
+    ? { content: [{ type: "text", text: JSON.stringify(outcome.body) }], structuredContent: outcome.body }
+    // Refusals travel as `isError` text only: SDK clients validate any structuredContent against the
+    // tool's (success) outputSchema, so a structured refusal would be rejected client-side.
+    : { isError: true, content: [{ type: "text", text: JSON.stringify(outcome.body) }] }
+
+const unauthenticated: CallToolResult = {
+  isError: true,
+  content: [{
+    type: "text",
+    text: JSON.stringify({ error: { code: "unauthenticated", message: AUTH_MESSAGE }, _inbox_unread: 0 })
+  }]
+}
+
+/**
+ * The SDK's low-level `Server` over our registry: raw JSON Schemas from the Effect Schemas, every call
+ * through the Dispatcher. One per MCP session; nothing that matters lives in it.
+ */
+export const makeMcpServer = (options: McpServerOptions): Server => {
+  const server = new Server(SERVER_INFO, { capabilities: { tools: { listChanged: true } }, instructions: INSTRUCTIONS })
+  server.setRequestHandler(ListToolsRequestSchema, async (_request, extra) => {
+    const caller = await options.resolveCaller(extra)
+    if (!caller) return { tools: [] }
+    return { tools: [...options.dispatcher.registry.listFor(caller.profile, options.naming)] }
+  })
+  server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
+    const caller = await options.resolveCaller(extra)
+    if (!caller) return unauthenticated
+    const outcome = await options.runPromise(options.dispatcher.call(caller, request.params.name, request.params.arguments))
+    return toCallToolResult(outcome)
+  })
+  return server
+}

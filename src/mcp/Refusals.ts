@@ -1,0 +1,58 @@
+import { Unauthenticated } from "../domain/Errors.js"
+import type * as E from "../domain/Errors.js"
+
+/**
+ * Every refusal a tool can return. A service adds its refusals here and to `CODES`; the compiler then
+ * insists the mapping stays total.
+ */
+export type Refusal =
+  | E.Unauthenticated
+  | E.ForbiddenProfile
+  | E.ApprovalRequired
+  | E.ApprovalDenied
+  | E.OwnerApprovalRequired
+  | E.ValidationError
+  | E.UnknownFields
+  | E.NotFound
+  | E.PayloadTooLarge
+  | E.UnknownRecipient
+  | E.AmbiguousRecipient
+
+/** The stable codes of DESIGN.md "Refusal codes", one per refusal tag, and the HTTP status of the REST path. */
+const CODES: { readonly [K in Refusal["_tag"]]: readonly [code: string, httpStatus: number] } = {
+  Unauthenticated: ["unauthenticated", 401],
+  ForbiddenProfile: ["forbidden_profile", 403],
+  ApprovalRequired: ["approval_required", 403],
+  ApprovalDenied: ["approval_denied", 403],
+  OwnerApprovalRequired: ["owner_approval_required", 403],
+  ValidationError: ["validation_error", 400],
+  UnknownFields: ["unknown_fields", 400],
+  NotFound: ["not_found", 404],
+  PayloadTooLarge: ["payload_too_large", 413],
+  UnknownRecipient: ["unknown_recipient", 400],
+  AmbiguousRecipient: ["ambiguous_recipient", 400]
+}
+
+export interface RefusalBody {
+  readonly code: string
+  readonly message: string
+  readonly [detail: string]: unknown
+}
+
+/** `{ code, message, ...details }`: the refusal's own fields are its details. */
+export const refusalBody = (refusal: Refusal): RefusalBody => {
+  const details: Record<string, unknown> = {}
+  for (const [key, value] of Object.entries(refusal)) {
+    if (key !== "_tag" && key !== "message" && key !== "stack" && key !== "cause" && value !== undefined) {
+      details[key] = value
+    }
+  }
+  return { code: CODES[refusal._tag][0], message: refusal.message, ...details }
+}
+
+export const httpStatusOf = (refusal: Refusal): number => CODES[refusal._tag][1]
+
+export const isRefusal = (u: unknown): u is Refusal =>
+  typeof u === "object" && u !== null && "_tag" in u && typeof (u as any)._tag === "string" && (u as any)._tag in CODES
+
+export const AUTH_MESSAGE = new Unauthenticated().message

@@ -1,0 +1,156 @@
+import { Context, Effect, Layer, Option, Schema } from "effect"
+import { decideAccess } from "../domain/Access.js"
+import type { AccessClass, Caller } from "../domain/Auth.js"
+import { EnvelopeFields } from "../domain/Envelope.js"
+import { toJsonSchema } from "./JsonSchema.js"
+import type { Refusal } from "./Refusals.js"
+
+/** The four MCP tool annotations; every tool declares all of them. */
+export interface ToolAnnotations {
+  readonly readOnlyHint: boolean
+  readonly destructiveHint: boolean
+  readonly idempotentHint: boolean
+  readonly openWorldHint: boolean
+}
+
+/** What a handler knows about the call besides its arguments. */
+export interface ToolContext {
+  readonly caller: Caller
+  /** set when the call comes from inside `sophia.execute_code` (which cannot nest) */
+  readonly viaSandbox: boolean
+}
+
+/**
+ * One tool: the single source of truth for its name, group, access class, annotations, argument and
+ * result Schemas, and the service call behind it. The JSON Schemas, `tools/list`, the catalog and the
+ * SDK types are all derived from these entries.
+ */
+export interface Tool<I = any, O = any> {
+  /** canonical dotted name, `sophia.<name>` */
+  readonly name: string
+  readonly group: string
+  readonly access: AccessClass
+  readonly description: string
+  readonly annotations: ToolAnnotations
+  readonly input: Schema.Schema<I, any, never>
+  readonly output: Schema.Schema<O, any, never>
+  readonly handler: (input: I, context: ToolContext) => Effect.Effect<O, Refusal>
+}
+
+/** Declare a tool with its types inferred from its Schemas. */
+export const defineTool = <I, II, O, OI>(tool: {
+  readonly name: `sophia.${string}`
+  readonly group: string
+  readonly access: AccessClass
+  readonly description: string
+  readonly annotations: ToolAnnotations
+  readonly input: Schema.Schema<I, II, never>
+  readonly output: Schema.Schema<O, OI, never>
+  readonly handler: (input: I, context: ToolContext) => Effect.Effect<O, Refusal>
+}): Tool<I, O> => tool
+
+/** Annotation presets; a tool may still spell its own. */
+export const READ_ONLY: ToolAnnotations = {
+  readOnlyHint: true,
+  destructiveHint: false,
+  idempotentHint: true,
+  openWorldHint: false
+}
+export const APPEND_ONLY: ToolAnnotations = {
+  readOnlyHint: false,
+  destructiveHint: false,
+  idempotentHint: false,
+  openWorldHint: false
+}
+
+export type ToolNaming = "underscore" | "dotted"
+
+/** The wire name: `sophia_x` by default (clients that refuse dots), `sophia.x` with `--tool-names dotted`. */
+export const wireName = (canonical: string, naming: ToolNaming) =>
+  naming === "dotted" ? canonical : canonical.replace(/\./g, "_")
+
+/** Both spellings are accepted on call, whatever is advertised. */
+export const canonicalName = (name: string) => name.startsWith("sophia_") ? "sophia." + name.slice("sophia_".length) : name
+
+export interface ListedTool {
+  readonly name: string
+  readonly description: string
+  readonly inputSchema: Record<string, unknown>
+  readonly outputSchema: Record<string, unknown>
+  readonly annotations: ToolAnnotations
+}
+
+/** The envelope's properties added to every tool's output schema (refusals are `isError` text, not structured). */
+const withEnvelope = (schema: Record<string, unknown>): Record<string, unknown> => {
+  const envelope = toJsonSchema(EnvelopeFields)
+  return {
+    ...schema,
+    type: "object",
+    properties: { ...(schema.properties as object), ...(envelope.properties as object) },
+    required: [...((schema.required as Array<string>) ?? []), ...((envelope.required as Array<string>) ?? [])]
+  }
+}
+
+export interface Registry {
+  readonly tools: ReadonlyArray<Tool>
+  /** by canonical or underscore name */
+  readonly lookup: (name: string) => Option.Option<Tool>
+  /** the tools a profile may call (anything not `forbidden`), as MCP `tools/list` entries */
+  readonly listFor: (profile: Caller["profile"], naming: ToolNaming) => ReadonlyArray<ListedTool>
+  readonly inputJsonSchema: (tool: Tool) => Record<string, unknown>
+  readonly outputJsonSchema: (tool: Tool) => Record<string, unknown>
+}
+
+export const makeRegistry = (tools: ReadonlyArray<Tool>): Registry => {
+  const byName = new Map<string, Tool>()
+  for (const tool of tools) {
+    if (!/^sophia\.[a-z][a-z0-9_]*$/.test(tool.name)) throw new Error(`tool name ${tool.name} is not sophia.<snake_case>`)
+    if (byName.has(tool.name)) throw new Error(`tool ${tool.name} registered twice`)
+    byName.set(tool.name, tool)
+  }
+  const inputs = new Map<Tool, Record<string, unknown>>()
+  const outputs = new Map<Tool, Record<string, unknown>>()
+  const inputJsonSchema = (tool: Tool) => {
+    let s = inputs.get(tool)
+    if (!s) inputs.set(tool, s = toJsonSchema(tool.input))
+    return s
+  }
+  const outputJsonSchema = (tool: Tool) => {
+    let s = outputs.get(tool)
+    if (!s) outputs.set(tool, s = withEnvelope(toJsonSchema(tool.output)))
+    return s
+  }
+  const lists = new Map<string, ReadonlyArray<ListedTool>>()
+  return {
+    tools,
+    lookup: (name) => Option.fromNullable(byName.get(canonicalName(name))),
+    inputJsonSchema,
+    outputJsonSchema,
+    listFor: (profile, naming) => {
+      const key = `${profile}:${naming}`
+      let list = lists.get(key)
+      if (!list) {
+        list = tools
+          .filter((t) => decideAccess(profile, t.access) !== "forbidden")
+          .map((t) => ({
+            name: wireName(t.name, naming),
+            description: t.description,
+            inputSchema: inputJsonSchema(t),
+            outputSchema: outputJsonSchema(t),
+            annotations: t.annotations
+          }))
+        lists.set(key, list)
+      }
+      return list
+    }
+  }
+}
+
+/** A set of tools whose handlers close over the services they call (resolved once, at construction). */
+export type ToolSet<R> = Effect.Effect<ReadonlyArray<Tool>, never, R>
+
+export class ToolRegistry extends Context.Tag("sophia/ToolRegistry")<ToolRegistry, Registry>() {
+  /** The registry built from tool sets, in order. */
+  static readonly fromToolSets = <R>(...sets: ReadonlyArray<ToolSet<R>>): Layer.Layer<ToolRegistry, never, R> =>
+    Layer.effect(ToolRegistry, Effect.map(Effect.all(sets), (lists) => makeRegistry(lists.flat())))
+}

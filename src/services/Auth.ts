@@ -1,0 +1,281 @@
+import { SqlClient, SqlSchema } from "@effect/sql"
+import { Clock, Effect, Option, Schema } from "effect"
+import { createHash, randomBytes, randomUUID } from "node:crypto"
+import { decideAccess } from "../domain/Access.js"
+import type { AccessClass, Caller, ConnectionInfo, Profile } from "../domain/Auth.js"
+import { ConnectionId, ConnectionName, connectionShort, UserId } from "../domain/Auth.js"
+import {
+  AmbiguousRecipient,
+  ApprovalRequired,
+  ForbiddenProfile,
+  NotFound,
+  OwnerApprovalRequired,
+  Unauthenticated,
+  UnknownRecipient,
+  ValidationError
+} from "../domain/Errors.js"
+
+/** Bearers are `sph_` + 32 random bytes (base64url); only their SHA-256 is stored. */
+const BEARER_PREFIX = "sph_"
+const BEARER_BYTES = 32
+export const hashBearer = (bearer: string): string => createHash("sha256").update(bearer).digest("hex")
+const mintBearer = () => BEARER_PREFIX + randomBytes(BEARER_BYTES).toString("base64url")
+
+/** last_seen_at is written at most this often by ordinary calls (a write per call would be waste). */
+const LAST_SEEN_RESOLUTION_MS = 30_000
+
+const ConnectionRow = Schema.Struct({
+  id: Schema.String,
+  user_id: Schema.String,
+  user_name: Schema.String,
+  name: Schema.String,
+  profile: Schema.Literal("observer", "assistant", "full"),
+  entity_scope: Schema.parseJson(Schema.Array(Schema.String)),
+  created_at: Schema.String,
+  revoked_at: Schema.NullOr(Schema.String),
+  last_seen_at: Schema.NullOr(Schema.String)
+})
+type ConnectionRow = typeof ConnectionRow.Type
+
+const toInfo = (row: ConnectionRow): ConnectionInfo => ({
+  connection_id: row.id,
+  connection_short: connectionShort(row.id),
+  name: row.name,
+  profile: row.profile,
+  user_id: row.user_id,
+  user_name: row.user_name,
+  entity_scope: row.entity_scope,
+  created_at: row.created_at,
+  revoked_at: row.revoked_at,
+  last_seen_at: row.last_seen_at
+})
+
+const toCaller = (row: ConnectionRow): Caller => ({
+  userId: UserId.make(row.user_id),
+  connectionId: ConnectionId.make(row.id),
+  connectionShort: connectionShort(row.id),
+  name: row.name,
+  profile: row.profile,
+  entityScope: row.entity_scope
+})
+
+export interface MintedConnection {
+  readonly connection_id: string
+  readonly name: string
+  readonly profile: Profile
+  readonly user_id: string
+  /** shown once; only its hash is stored */
+  readonly bearer: string
+}
+
+const OWNER = "owner"
+const decodeName = Schema.decodeUnknown(ConnectionName)
+const nowIso = Effect.map(Clock.currentTimeMillis, (ms) => new Date(ms).toISOString())
+
+/**
+ * Users, connections and bearers; the access rules every tool call passes through.
+ * A bearer is checked against its row on every call, so a revocation bites on the very next request.
+ */
+export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+
+    const selectConnections = sql`SELECT c.id, c.user_id, u.name AS user_name, c.name, c.profile, c.entity_scope,
+      c.created_at, c.revoked_at, c.last_seen_at FROM connections c JOIN users u ON u.id = c.user_id`
+
+    const findByHash = SqlSchema.findOne({
+      Request: Schema.String,
+      Result: ConnectionRow,
+      execute: (hash) =>
+        sql`SELECT c.id, c.user_id, u.name AS user_name, c.name, c.profile, c.entity_scope, c.created_at,
+          c.revoked_at, c.last_seen_at FROM connections c JOIN users u ON u.id = c.user_id
+          WHERE c.token_hash = ${hash} AND c.revoked_at IS NULL`
+    })
+    const findById = SqlSchema.findOne({
+      Request: Schema.String,
+      Result: ConnectionRow,
+      execute: (id) =>
+        sql`SELECT c.id, c.user_id, u.name AS user_name, c.name, c.profile, c.entity_scope, c.created_at,
+          c.revoked_at, c.last_seen_at FROM connections c JOIN users u ON u.id = c.user_id WHERE c.id = ${id}`
+    })
+    const listRows = SqlSchema.findAll({
+      Request: Schema.NullOr(Schema.String),
+      Result: ConnectionRow,
+      execute: (userName) =>
+        userName === null
+          ? sql`${selectConnections} ORDER BY u.name, c.created_at, c.id`
+          : sql`${selectConnections} WHERE u.name = ${userName} ORDER BY c.created_at, c.id`
+    })
+    const liveRowsOfUser = SqlSchema.findAll({
+      Request: Schema.String,
+      Result: ConnectionRow,
+      execute: (userId) => sql`${selectConnections} WHERE c.user_id = ${userId} AND c.revoked_at IS NULL`
+    })
+
+    const userIdByName = (name: string) =>
+      sql<{ id: string }>`SELECT id FROM users WHERE name = ${name}`.pipe(
+        Effect.map((rows) => Option.fromNullable(rows[0]?.id))
+      )
+
+    const ensureUser = (name: string, isOwner: boolean) =>
+      Effect.gen(function*() {
+        const existing = yield* userIdByName(name)
+        if (Option.isSome(existing)) return existing.value
+        const id = randomUUID()
+        yield* sql`INSERT INTO users (id, name, is_owner, created_at) VALUES (${id}, ${name}, ${isOwner ? 1 : 0}, ${yield* nowIso})`
+        return id
+      })
+
+    const insertConnection = (input: {
+      readonly userId: string
+      readonly name: string
+      readonly profile: Profile
+      readonly scope: ReadonlyArray<string>
+    }) =>
+      Effect.gen(function*() {
+        const name = yield* decodeName(input.name).pipe(
+          Effect.mapError(() => new ValidationError({ detail: `invalid connection name ${JSON.stringify(input.name)}` }))
+        )
+        const clash = yield* sql<{ id: string }>`SELECT id FROM connections
+          WHERE user_id = ${input.userId} AND name = ${name} AND revoked_at IS NULL`
+        if (clash.length > 0) {
+          return yield* new ValidationError({ detail: `a live connection named ${JSON.stringify(name)} already exists` })
+        }
+        const id = randomUUID()
+        const bearer = mintBearer()
+        yield* sql`INSERT INTO connections (id, user_id, name, profile, entity_scope, token_hash, created_at)
+          VALUES (${id}, ${input.userId}, ${name}, ${input.profile}, ${JSON.stringify(input.scope)},
+                  ${hashBearer(bearer)}, ${yield* nowIso})`
+        return { connection_id: id, name, profile: input.profile, user_id: input.userId, bearer } satisfies MintedConnection
+      })
+
+    /** Mint a connection for a user (created if new; the owner when none is named). The bearer is returned once. */
+    const createConnection = Effect.fn("Auth.createConnection")(function*(input: {
+      readonly name: string
+      readonly profile: Profile
+      readonly user?: string | undefined
+      readonly scope?: ReadonlyArray<string> | undefined
+    }) {
+      const userName = input.user ?? OWNER
+      const userId = yield* ensureUser(userName, userName === OWNER)
+      return yield* insertConnection({ userId, name: input.name, profile: input.profile, scope: input.scope ?? [] })
+    }, sql.withTransaction, Effect.catchTag("SqlError", Effect.die))
+
+    /**
+     * First start on an empty database: the owner user and a first `full` connection. Returns the minted
+     * connection (bearer included, to print once), or none when the database already had users.
+     */
+    const bootstrapOwner = Effect.fn("Auth.bootstrapOwner")(function*() {
+      const users = yield* sql<{ n: number }>`SELECT COUNT(*) AS n FROM users`
+      if (Number(users[0].n) > 0) return Option.none<MintedConnection>()
+      const userId = yield* ensureUser(OWNER, true)
+      return Option.some(yield* insertConnection({ userId, name: "owner", profile: "full", scope: [] }))
+    }, sql.withTransaction, Effect.orDie)
+
+    const list = Effect.fn("Auth.list")(function*(user?: string) {
+      return (yield* listRows(user ?? null)).map(toInfo)
+    }, Effect.orDie)
+
+    /**
+     * Resolve a selector — a full connection id, its 8-character short id, or its name — among the
+     * user's live connections. Never matches another user's connection.
+     */
+    const resolve = Effect.fn("Auth.resolve")(function*(userId: string, selector: string) {
+      const rows = yield* Effect.orDie(liveRowsOfUser(userId))
+      const exact = rows.filter((r) => r.id === selector)
+      if (exact.length === 1) return toInfo(exact[0])
+      const byShortOrName = rows.filter((r) => r.name === selector || (selector.length === 8 && r.id.startsWith(selector)))
+      if (byShortOrName.length === 1) return toInfo(byShortOrName[0])
+      if (byShortOrName.length > 1) {
+        return yield* new AmbiguousRecipient({
+          selector,
+          candidates: byShortOrName.map((r) => ({ connection_id: r.id, name: r.name }))
+        })
+      }
+      return yield* new UnknownRecipient({ selector })
+    })
+
+    /** The CLI's selector: like `resolve`, but across one user (the owner unless named). */
+    const resolveForCli = (selector: string, user?: string) =>
+      Effect.gen(function*() {
+        const userId = yield* userIdByName(user ?? OWNER).pipe(Effect.orDie)
+        if (Option.isNone(userId)) return yield* new NotFound({ what: "user", id: user ?? OWNER })
+        return yield* resolve(userId.value, selector).pipe(
+          Effect.catchTags({
+            UnknownRecipient: () => new NotFound({ what: "connection", id: selector }),
+            AmbiguousRecipient: (e) =>
+              new ValidationError({ detail: `${e.message}: ${e.candidates.map((c) => c.connection_id).join(", ")}` })
+          })
+        )
+      })
+
+    const revoke = Effect.fn("Auth.revoke")(function*(selector: string, user?: string) {
+      const target = yield* resolveForCli(selector, user)
+      yield* sql`UPDATE connections SET revoked_at = ${yield* nowIso} WHERE id = ${target.connection_id} AND revoked_at IS NULL`
+        .pipe(Effect.orDie)
+      return toInfo(Option.getOrThrow(yield* Effect.orDie(findById(target.connection_id))))
+    }, sql.withTransaction, Effect.catchTag("SqlError", Effect.die))
+
+    const rename = Effect.fn("Auth.rename")(function*(selector: string, newName: string, user?: string) {
+      const target = yield* resolveForCli(selector, user)
+      const name = yield* decodeName(newName).pipe(
+        Effect.mapError(() => new ValidationError({ detail: `invalid connection name ${JSON.stringify(newName)}` }))
+      )
+      const clash = yield* sql<{ id: string }>`SELECT id FROM connections
+        WHERE user_id = ${target.user_id} AND name = ${name} AND revoked_at IS NULL AND id <> ${target.connection_id}`
+      if (clash.length > 0) {
+        return yield* new ValidationError({ detail: `a live connection named ${JSON.stringify(name)} already exists` })
+      }
+      yield* sql`UPDATE connections SET name = ${name} WHERE id = ${target.connection_id}`
+      return toInfo(Option.getOrThrow(yield* findById(target.connection_id)))
+    }, sql.withTransaction, Effect.catchTag("SqlError", Effect.die))
+
+    /** Check a bearer against its row, on every call. Missing, malformed, unknown or revoked: `Unauthenticated`. */
+    const authenticate = Effect.fn("Auth.authenticate")(function*(bearer: string | undefined | null) {
+      if (!bearer || !bearer.startsWith(BEARER_PREFIX) || bearer.length > 200) return yield* new Unauthenticated()
+      const row = yield* Effect.orDie(findByHash(hashBearer(bearer)))
+      if (Option.isNone(row)) return yield* new Unauthenticated()
+      const now = yield* Clock.currentTimeMillis
+      const seen = row.value.last_seen_at ? Date.parse(row.value.last_seen_at) : 0
+      if (now - seen >= LAST_SEEN_RESOLUTION_MS) {
+        yield* Effect.orDie(sql`UPDATE connections SET last_seen_at = ${new Date(now).toISOString()} WHERE id = ${row.value.id}`)
+      }
+      return toCaller(row.value)
+    })
+
+    /** Record that a connection is alive now (beacon). */
+    const touch = Effect.fn("Auth.touch")(function*(connectionId: string) {
+      yield* sql`UPDATE connections SET last_seen_at = ${yield* nowIso} WHERE id = ${connectionId}`
+    }, Effect.orDie)
+
+    /** Look a connection up by id, revoked or not (for live name joins outside SQL). */
+    const get = Effect.fn("Auth.get")(function*(connectionId: string) {
+      return Option.map(yield* findById(connectionId), toInfo)
+    }, Effect.orDie)
+
+    /**
+     * The access rules of DESIGN "Profiles and access", the one function every tool call passes
+     * through. Approvals are decided by the Approvals service once it exists; until a decision
+     * is recorded the call is refused with the code that tells the agent what it needs.
+     */
+    const authorize = (caller: Caller, tool: { readonly name: string; readonly access: AccessClass }) => {
+      const decision = decideAccess(caller.profile, tool.access)
+      switch (decision) {
+        case "allow":
+          return Effect.void
+        case "forbidden":
+          return Effect.fail(new ForbiddenProfile({ tool: tool.name, profile: caller.profile, access: tool.access }))
+        case "approval":
+          return Effect.fail(
+            new ApprovalRequired({ tool: tool.name, reason: "an assistant connection needs a per-call approval for every write" })
+          )
+        case "owner_approval":
+          return Effect.fail(
+            new OwnerApprovalRequired({ tool: tool.name, reason: "elevated tools always need the owner's explicit gesture" })
+          )
+      }
+    }
+
+    return { createConnection, bootstrapOwner, list, resolve, revoke, rename, authenticate, touch, get, authorize } as const
+  })
+}) {}
