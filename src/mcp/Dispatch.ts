@@ -1,13 +1,15 @@
 import { Cause, Effect, Option, ParseResult, Schema } from "effect"
 import type { Caller } from "../domain/Auth.js"
-import { NotFound, ValidationError } from "../domain/Errors.js"
+import { NotFound, UnknownFields, ValidationError } from "../domain/Errors.js"
+import type { ProjectionArgs } from "../domain/Projection.js"
+import { projectRows, rowKeys, selectKeys } from "../domain/Projection.js"
 import { nearest } from "../domain/Names.js"
 import { Auth } from "../services/Auth.js"
 import { Envelope } from "./Envelope.js"
 import type { Refusal, RefusalBody } from "./Refusals.js"
 import { refusalBody } from "./Refusals.js"
 import type { Tool } from "./Registry.js"
-import { ToolRegistry } from "./Registry.js"
+import { effectiveInput, ToolRegistry } from "./Registry.js"
 
 export type CallOutcome =
   | { readonly ok: true; readonly body: Record<string, unknown> }
@@ -42,7 +44,7 @@ export class Dispatcher extends Effect.Service<Dispatcher>()("sophia/Dispatcher"
     const decoderOf = (tool: Tool) => {
       let d = decoders.get(tool)
       if (!d) {
-        decoders.set(tool, d = Schema.decodeUnknown(tool.input, { errors: "all", onExcessProperty: "ignore" }))
+        decoders.set(tool, d = Schema.decodeUnknown(effectiveInput(tool), { errors: "all", onExcessProperty: "ignore" }))
       }
       return d
     }
@@ -63,8 +65,18 @@ export class Dispatcher extends Effect.Service<Dispatcher>()("sophia/Dispatcher"
         const input = yield* decoderOf(tool)(args ?? {}).pipe(
           Effect.mapError((e) => new ValidationError({ detail: formatIssues(e) }))
         )
+        // the shared projection: unknown fields are refused before the service runs (nothing is marked read)
+        const projection = tool.projection
+        const selection = projection ? selectKeys(projection, input as ProjectionArgs) : undefined
+        if (projection && selection && selection.unknown.length > 0) {
+          return yield* new UnknownFields({ unknown: selection.unknown, valid_keys: rowKeys(projection) })
+        }
         const result = yield* tool.handler(input, { caller, viaSandbox: options.viaSandbox ?? false })
-        return (yield* Effect.orDie(Schema.encode(tool.output)(result))) as Record<string, unknown>
+        const body = (yield* Effect.orDie(Schema.encode(tool.output)(result))) as Record<string, unknown>
+        if (projection && selection?.keep && Array.isArray(body[projection.key])) {
+          return { ...body, [projection.key]: projectRows(body[projection.key] as Array<Record<string, unknown>>, selection.keep) }
+        }
+        return body
       })
 
     /** Call a tool as `caller`. Never fails: refusals and defects come back as an outcome with the envelope. */

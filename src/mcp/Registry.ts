@@ -2,6 +2,8 @@ import { Context, Effect, Layer, Option, Schema } from "effect"
 import { decideAccess } from "../domain/Access.js"
 import type { AccessClass, Caller } from "../domain/Auth.js"
 import { EnvelopeFields } from "../domain/Envelope.js"
+import type { ListProjection } from "../domain/Projection.js"
+import { ProjectionArgs } from "../domain/Projection.js"
 import { toJsonSchema } from "./JsonSchema.js"
 import type { Refusal } from "./Refusals.js"
 
@@ -34,6 +36,8 @@ export interface Tool<I = any, O = any> {
   readonly annotations: ToolAnnotations
   readonly input: Schema.Schema<I, any, never>
   readonly output: Schema.Schema<O, any, never>
+  /** a list-returning read tool: the shared `compact`/`fields` projection applies to `output[key]` */
+  readonly projection?: ListProjection | undefined
   readonly handler: (input: I, context: ToolContext) => Effect.Effect<O, Refusal>
 }
 
@@ -46,6 +50,7 @@ export const defineTool = <I, II, O, OI>(tool: {
   readonly annotations: ToolAnnotations
   readonly input: Schema.Schema<I, II, never>
   readonly output: Schema.Schema<O, OI, never>
+  readonly projection?: ListProjection | undefined
   readonly handler: (input: I, context: ToolContext) => Effect.Effect<O, Refusal>
 }): Tool<I, O> => tool
 
@@ -91,6 +96,22 @@ const withEnvelope = (schema: Record<string, unknown>): Record<string, unknown> 
   }
 }
 
+/** The arguments a tool decodes: its own, plus `compact`/`fields` when it returns a projectable list. */
+export const effectiveInput = (tool: Tool): Schema.Schema<any, any, never> =>
+  tool.projection ? Schema.extend(tool.input as Schema.Schema<any, any, never>, ProjectionArgs) : tool.input
+
+/** A projected row may lack any key, so the advertised row schema requires none. */
+const projectedOutput = (tool: Tool, schema: Record<string, unknown>) => {
+  if (!tool.projection) return schema
+  const props = schema.properties as Record<string, any> | undefined
+  const list = props?.[tool.projection.key]
+  if (list?.items) {
+    const { required: _required, ...items } = list.items
+    props![tool.projection.key] = { ...list, items }
+  }
+  return schema
+}
+
 export interface Registry {
   readonly tools: ReadonlyArray<Tool>
   /** by canonical or underscore name */
@@ -112,12 +133,12 @@ export const makeRegistry = (tools: ReadonlyArray<Tool>): Registry => {
   const outputs = new Map<Tool, Record<string, unknown>>()
   const inputJsonSchema = (tool: Tool) => {
     let s = inputs.get(tool)
-    if (!s) inputs.set(tool, s = toJsonSchema(tool.input))
+    if (!s) inputs.set(tool, s = toJsonSchema(effectiveInput(tool)))
     return s
   }
   const outputJsonSchema = (tool: Tool) => {
     let s = outputs.get(tool)
-    if (!s) outputs.set(tool, s = withEnvelope(toJsonSchema(tool.output)))
+    if (!s) outputs.set(tool, s = withEnvelope(projectedOutput(tool, toJsonSchema(tool.output))))
     return s
   }
   const lists = new Map<string, ReadonlyArray<ListedTool>>()
