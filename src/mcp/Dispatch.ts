@@ -49,6 +49,8 @@ export class Dispatcher extends Effect.Service<Dispatcher>()("sophia/Dispatcher"
       return d
     }
 
+    const toolNames = registry.tools.map((t) => t.name)
+
     const run = (caller: Caller, name: string, args: unknown, options: CallOptions) =>
       Effect.gen(function*() {
         const tool = Option.getOrUndefined(registry.lookup(name))
@@ -71,7 +73,12 @@ export class Dispatcher extends Effect.Service<Dispatcher>()("sophia/Dispatcher"
         if (projection && selection && selection.unknown.length > 0) {
           return yield* new UnknownFields({ unknown: selection.unknown, valid_keys: rowKeys(projection) })
         }
-        const result = yield* tool.handler(input, { caller, viaSandbox: options.viaSandbox ?? false })
+        const result = yield* tool.handler(input, {
+          caller,
+          viaSandbox: options.viaSandbox ?? false,
+          invoke: (innerName, innerArgs) => call(caller, innerName, innerArgs, { viaSandbox: true }),
+          toolNames
+        })
         const body = (yield* Effect.orDie(Schema.encode(tool.output)(result))) as Record<string, unknown>
         if (projection && selection?.keep && Array.isArray(body[projection.key])) {
           return { ...body, [projection.key]: projectRows(body[projection.key] as Array<Record<string, unknown>>, selection.keep) }
@@ -80,7 +87,7 @@ export class Dispatcher extends Effect.Service<Dispatcher>()("sophia/Dispatcher"
       })
 
     /** Call a tool as `caller`. Never fails: refusals and defects come back as an outcome with the envelope. */
-    const call = (caller: Caller, name: string, args: unknown, options: CallOptions = {}) =>
+    const call = (caller: Caller, name: string, args: unknown, options: CallOptions = {}): Effect.Effect<CallOutcome> =>
       run(caller, name, args, options).pipe(
         Effect.map((body) => ({ ok: true as const, body })),
         Effect.catchAll((refusal: Refusal) =>

@@ -20,7 +20,19 @@ export interface ToolContext {
   readonly caller: Caller
   /** set when the call comes from inside `sophia.execute_code` (which cannot nest) */
   readonly viaSandbox: boolean
+  /**
+   * Call another tool as the same caller, through the same resolve → authorize → decode → service path
+   * (marked as coming from the sandbox). For `execute_code`, which cannot close over the dispatcher.
+   */
+  readonly invoke: (name: string, args: unknown) => Effect.Effect<InvokeOutcome>
+  /** the canonical names of every registered tool (reflection for the sandbox's camelCase mapping) */
+  readonly toolNames: ReadonlyArray<string>
 }
+
+/** What `invoke` returns: the tool's body (envelope included) or its refusal body. */
+export type InvokeOutcome =
+  | { readonly ok: true; readonly body: Record<string, unknown> }
+  | { readonly ok: false; readonly body: { readonly error: { readonly code: string; readonly message: string } } & Record<string, unknown> }
 
 /**
  * One tool: the single source of truth for its name, group, access class, annotations, argument and
