@@ -5,7 +5,7 @@
  */
 import { Args, Command, Options, ValidationError as CliValidationError } from "@effect/cli"
 import { NodeContext, NodeRuntime } from "@effect/platform-node"
-import { Config, Console, Effect, Layer, Logger, LogLevel, Option, Redacted } from "effect"
+import { Cause, Config, Console, Effect, Layer, Logger, LogLevel, Option, Redacted } from "effect"
 import { PROFILES } from "./domain/Auth.js"
 import { ServeLive, SophiaLive } from "./layers/App.js"
 import { HttpServer } from "./mcp/Http.js"
@@ -14,6 +14,7 @@ import type { ToolNaming } from "./mcp/Registry.js"
 import { serveStdio } from "./mcp/Stdio.js"
 import { Auth } from "./services/Auth.js"
 import type { MintedConnection } from "./services/Auth.js"
+import { Ledger } from "./services/Ledger.js"
 
 const db = Options.file("db").pipe(
   Options.withDefault("./.sophia/sophia.db"),
@@ -28,7 +29,7 @@ const user = Options.text("user").pipe(Options.optional, Options.withDescription
 /** Postgres is selected by SOPHIA_DATABASE_URL; until its layer lands, say so rather than silently using SQLite. */
 const refusePostgres = Effect.gen(function*() {
   const url = yield* Config.option(Config.redacted("SOPHIA_DATABASE_URL"))
-  if (Option.isSome(url)) {
+  if (Option.isSome(url) && Redacted.value(url.value).trim() !== "") {
     return yield* Effect.fail(
       new Error("SOPHIA_DATABASE_URL is set, but the Postgres layer is not built yet; unset it to use SQLite (--db)")
     )
@@ -62,13 +63,15 @@ const serve = Command.make(
           const auth = yield* Auth
           const http = yield* HttpServer
           const minted = yield* auth.bootstrapOwner()
-          yield* Console.log(`Sophia ${SERVER_INFO.version} listening; MCP endpoint ${http.mcpUrl} (database ${db})`)
-          if (Option.isSome(minted)) {
-            const bearer = minted.value.bearer
-            yield* Console.log(
+          const ready = `Sophia ${SERVER_INFO.version} listening; MCP endpoint ${http.mcpUrl} (database ${db})`
+          // one write, so a reader that saw the endpoint line has the bearer too
+          yield* Console.log(Option.match(minted, {
+            onNone: () => ready,
+            onSome: ({ bearer, name }) =>
               [
+                ready,
                 ``,
-                `First start: created the owner and a first full connection "${minted.value.name}".`,
+                `First start: created the owner and a first full connection "${name}".`,
                 `Its bearer is shown once, now; store it:`,
                 ``,
                 `    ${bearer}`,
@@ -78,8 +81,7 @@ const serve = Command.make(
                 `Mint more: npx sophia connection create --name <agent> --profile observer|assistant|full --db ${db}`,
                 ``
               ].join("\n")
-            )
-          }
+          }))
         })).pipe(Layer.provideMerge(ServeLive({ filename: db, host, port, naming: toolNames as ToolNaming })))
       )
     })
@@ -150,7 +152,21 @@ const rename = Command.make(
 
 const connection = Command.make("connection").pipe(Command.withSubcommands([create, list, revoke, rename]))
 
-const sophia = Command.make("sophia").pipe(Command.withSubcommands([serve, stdio, connection]))
+/** `sophia ledger verify`: recompute every hash and state from scratch; JSON report, non-zero exit on a break. */
+const ledgerVerify = Command.make("verify", { db }, ({ db }) =>
+  Effect.gen(function*() {
+    yield* refusePostgres
+    const report = yield* (yield* Ledger).verify()
+    yield* printJson(report)
+    if (!report.ok) {
+      const b = report.first_break!
+      return yield* Effect.fail(new Error(`ledger broken: ${b.work_id} seq ${b.seq}: ${b.reason}`))
+    }
+  }).pipe(Effect.provide(SophiaLive(db))))
+
+const ledger = Command.make("ledger").pipe(Command.withSubcommands([ledgerVerify]))
+
+const sophia = Command.make("sophia").pipe(Command.withSubcommands([serve, stdio, connection, ledger]))
 
 const cli = Command.run(sophia, { name: "sophia", version: SERVER_INFO.version })
 
@@ -158,16 +174,22 @@ const cli = Command.run(sophia, { name: "sophia", version: SERVER_INFO.version }
 const StderrLogger = Logger.replace(Logger.defaultLogger, Logger.withConsoleError(Logger.logfmtLogger))
 
 cli(process.argv).pipe(
-  Effect.catchAll((error) =>
+  Effect.catchAllCause((cause) =>
     Effect.sync(() => {
-      // @effect/cli has already printed its own usage errors; ours get one line on stderr
+      // @effect/cli has already printed its own usage errors; anything else gets a short line on stderr
+      const error = Cause.squash(cause)
+      if (Cause.isInterruptedOnly(cause)) return
       if (!CliValidationError.isValidationError(error)) {
-        process.stderr.write(`sophia: ${error instanceof Error || (typeof error === "object" && error !== null && "message" in error) ? (error as { message: string }).message : String(error)}\n`)
+        const known = typeof error === "object" && error !== null && "message" in error && !Cause.isDie(cause)
+        process.stderr.write(
+          known ? `sophia: ${(error as { message: string }).message}\n` : `sophia: internal error\n${Cause.pretty(cause)}\n`
+        )
       }
       process.exitCode = 1
     })
   ),
   Effect.provide(Layer.mergeAll(NodeContext.layer, StderrLogger)),
   Logger.withMinimumLogLevel(LogLevel.Info),
-  NodeRuntime.runMain
+  // errors are reported above, on stderr; runMain's own report would go through a logger we do not control
+  NodeRuntime.runMain({ disableErrorReporting: true })
 )

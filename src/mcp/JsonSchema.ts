@@ -13,13 +13,18 @@ const inline = (node: unknown, defs: Record<string, unknown>): unknown => {
     return inline({ ...(target as Json), ...rest }, defs)
   }
   const out: Json = {}
-  for (const [k, v] of Object.entries(obj)) out[k] = inline(v, defs)
+  for (const [k, v] of Object.entries(obj)) {
+    // Effect marks `unknown`/`object` schemas with `$id: "/schemas/unknown"`; repeated ids break
+    // validators (ajv: "resolves to more than one schema"), and they say nothing to a client
+    if (k === "$id") continue
+    out[k] = inline(v, defs)
+  }
   return out
 }
 
 /**
  * The JSON Schema of an Effect Schema as MCP clients want it: no `$schema`, no `$ref`/`$defs`
- * (several clients do not resolve references).
+ * (several clients do not resolve references), no `$id`.
  */
 export const toJsonSchema = (schema: Schema.Schema<any, any, never>): Json => {
   const { $schema: _schema, $defs, ...root } = JSONSchema.make(schema) as unknown as Json

@@ -1,0 +1,204 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as http from "node:http"
+import { HttpServer } from "../../src/mcp/Http.js"
+import { Auth } from "../../src/services/Auth.js"
+import { connect } from "../support/Fixtures.js"
+import { mcpClient, ServeTest, textJson } from "../support/Serve.js"
+
+const AUTH_MESSAGE = "Authentication required. Provide a valid Bearer token."
+
+/** A raw HTTP request (fetch would refuse to send some of the hostile headers we need). */
+const request = (
+  port: number,
+  options: { method?: string; path: string; headers?: Record<string, string>; body?: string | Buffer }
+) =>
+  Effect.async<{ status: number; headers: http.IncomingHttpHeaders; body: string }>((resume) => {
+    const req = http.request(
+      { host: "127.0.0.1", port, method: options.method ?? "POST", path: options.path, headers: options.headers },
+      (res) => {
+        const chunks: Array<Buffer> = []
+        res.on("data", (c) => chunks.push(c))
+        res.on("end", () =>
+          resume(Effect.succeed({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString() }))
+        )
+      }
+    )
+    req.on("error", (e) => resume(Effect.die(e)))
+    if (options.body !== undefined) req.write(options.body)
+    req.end()
+  })
+
+const initialize = JSON.stringify({
+  jsonrpc: "2.0",
+  id: 1,
+  method: "initialize",
+  params: { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "raw", version: "1" } }
+})
+const mcpHeaders = { "content-type": "application/json", accept: "application/json, text/event-stream" }
+
+describe("HTTP transport", () => {
+  it.scoped("refuses a missing, malformed, unknown or revoked bearer with 401 and the exact message", () =>
+    Effect.gen(function*() {
+      const { port } = yield* HttpServer
+      const auth = yield* Auth
+      const revoked = yield* connect("soon-revoked", "full")
+      yield* auth.revoke("soon-revoked")
+      const cases: Record<string, Record<string, string>> = {
+        missing: {},
+        malformed: { authorization: "Basic Zm9vOmJhcg==" },
+        unknown: { authorization: `Bearer sph_${"x".repeat(43)}` },
+        revoked: { authorization: `Bearer ${revoked.bearer}` }
+      }
+      for (const [label, headers] of Object.entries(cases)) {
+        const mcp = yield* request(port, { path: "/mcp", headers: { ...mcpHeaders, ...headers }, body: initialize })
+        assert.strictEqual(mcp.status, 401, label)
+        assert.strictEqual(mcp.headers["www-authenticate"], "Bearer realm=\"sophia\"", label)
+        assert.strictEqual(JSON.parse(mcp.body).error.message, AUTH_MESSAGE, label)
+        const rest = yield* request(port, {
+          path: "/api/tools/sophia.orient",
+          headers: { "content-type": "application/json", ...headers },
+          body: "{}"
+        })
+        assert.strictEqual(rest.status, 401, label)
+        assert.deepStrictEqual(JSON.parse(rest.body), { error: "invalid_or_revoked_bearer" }, label)
+      }
+    }).pipe(Effect.provide(ServeTest())))
+
+  it.scoped("a revoked bearer fails on its very next call inside an open MCP session", () =>
+    Effect.gen(function*() {
+      const { mcpUrl } = yield* HttpServer
+      const auth = yield* Auth
+      const { bearer } = yield* connect("agent", "full")
+      const client = yield* mcpClient(mcpUrl, bearer)
+      const first = yield* Effect.promise(() => client.callTool({ name: "sophia_orient", arguments: {} }))
+      assert.strictEqual((first.structuredContent as any).name, "agent")
+      yield* auth.revoke("agent")
+      const error = yield* Effect.promise(() =>
+        client.callTool({ name: "sophia_orient", arguments: {} }).then(() => undefined, (e: Error) => e)
+      )
+      assert.isDefined(error)
+      assert.include(String(error?.message), AUTH_MESSAGE)
+    }).pipe(Effect.provide(ServeTest())))
+
+  it.scoped("speaks MCP with the real SDK client: initialize, tools/list, orient under both spellings", () =>
+    Effect.gen(function*() {
+      const { mcpUrl } = yield* HttpServer
+      const { bearer, caller } = yield* connect("coordinator", "full")
+      const client = yield* mcpClient(mcpUrl, bearer)
+      assert.strictEqual(client.getServerVersion()?.name, "sophia")
+      const { tools } = yield* Effect.promise(() => client.listTools())
+      assert.isAbove(tools.length, 0)
+      for (const tool of tools) {
+        assert.match(tool.name, /^[a-zA-Z0-9_-]{1,64}$/, "advertised names pass strict clients")
+        assert.notInclude(JSON.stringify(tool.inputSchema), "$schema")
+        assert.notInclude(JSON.stringify(tool.inputSchema), "$ref")
+        assert.isDefined(tool.outputSchema, `${tool.name} outputSchema`)
+        assert.include(Object.keys(tool.outputSchema?.properties ?? {}), "_inbox_unread")
+        for (const hint of ["readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"] as const) {
+          assert.isBoolean(tool.annotations?.[hint], `${tool.name} ${hint}`)
+        }
+      }
+      for (const name of ["sophia_orient", "sophia.orient"]) {
+        const result = yield* Effect.promise(() => client.callTool({ name, arguments: { goal: "test" } }))
+        const body = result.structuredContent as any
+        assert.strictEqual(body.connection_id, caller.connectionId)
+        assert.strictEqual(body.connection_short, caller.connectionId.slice(0, 8))
+        assert.strictEqual(body.profile, "full")
+        assert.strictEqual(body.goal, "test")
+        assert.strictEqual(typeof body._inbox_unread, "number")
+        assert.deepStrictEqual(textJson(result), body, "text block carries the same JSON")
+      }
+    }).pipe(Effect.provide(ServeTest())))
+
+  it.scoped("--tool-names dotted advertises canonical names; both spellings still work", () =>
+    Effect.gen(function*() {
+      const { mcpUrl } = yield* HttpServer
+      const { bearer } = yield* connect("dotted", "full")
+      const client = yield* mcpClient(mcpUrl, bearer)
+      const { tools } = yield* Effect.promise(() => client.listTools())
+      assert.include(tools.map((t) => t.name), "sophia.orient")
+      const r = yield* Effect.promise(() => client.callTool({ name: "sophia_orient", arguments: {} }))
+      assert.strictEqual((r.structuredContent as any).name, "dotted")
+    }).pipe(Effect.provide(ServeTest("dotted"))))
+
+  it.scoped("bad input never crashes the daemon: each is a clear refusal with a code", () =>
+    Effect.gen(function*() {
+      const { mcpUrl, port } = yield* HttpServer
+      const { bearer } = yield* connect("fuzzer", "full")
+      const auth = { authorization: `Bearer ${bearer}`, "content-type": "application/json" }
+      // REST: malformed JSON, wrong types, unknown tool, oversized body
+      const malformed = yield* request(port, { path: "/api/tools/sophia.orient", headers: auth, body: "{not json" })
+      assert.strictEqual(malformed.status, 400)
+      assert.strictEqual(JSON.parse(malformed.body).error.code, "validation_error")
+      const wrongType = yield* request(port, { path: "/api/tools/sophia.orient", headers: auth, body: "{\"goal\": 42}" })
+      assert.strictEqual(wrongType.status, 400)
+      assert.strictEqual(JSON.parse(wrongType.body).error.code, "validation_error")
+      assert.strictEqual(typeof JSON.parse(wrongType.body)._inbox_unread, "number")
+      const unknown = yield* request(port, { path: "/api/tools/sophia.orbit", headers: auth, body: "{}" })
+      assert.strictEqual(unknown.status, 404)
+      assert.strictEqual(JSON.parse(unknown.body).error.code, "not_found")
+      const big = Buffer.alloc(2 * 1024 * 1024, "a")
+      const oversized = yield* request(port, {
+        path: "/api/tools/sophia.orient",
+        headers: auth,
+        body: Buffer.concat([Buffer.from("{\"goal\":\""), big, Buffer.from("\"}")])
+      })
+      assert.strictEqual(oversized.status, 413)
+      assert.strictEqual(JSON.parse(oversized.body).error.code, "payload_too_large")
+      // MCP: malformed JSON and oversized bodies
+      const mcpMalformed = yield* request(port, { path: "/mcp", headers: { ...mcpHeaders, ...auth }, body: "{oops" })
+      assert.strictEqual(mcpMalformed.status, 400)
+      assert.strictEqual(JSON.parse(mcpMalformed.body).error.code, -32700)
+      const mcpBig = yield* request(port, {
+        path: "/mcp",
+        headers: { ...mcpHeaders, ...auth },
+        body: Buffer.concat([Buffer.from("{\"x\":\""), big, Buffer.from("\"}")])
+      })
+      assert.strictEqual(mcpBig.status, 413)
+      assert.strictEqual(JSON.parse(mcpBig.body).error.data.code, "payload_too_large")
+      // MCP: wrong argument types and unknown tools are isError results, not JSON-RPC errors
+      const client = yield* mcpClient(mcpUrl, bearer)
+      const bad = yield* Effect.promise(() => client.callTool({ name: "sophia_orient", arguments: { goal: 42 } }))
+      assert.isTrue(bad.isError)
+      assert.strictEqual(textJson(bad).error.code, "validation_error")
+      const missing = yield* Effect.promise(() => client.callTool({ name: "sophia_nope", arguments: {} }))
+      assert.isTrue(missing.isError)
+      assert.strictEqual(textJson(missing).error.code, "not_found")
+      // and the daemon still answers
+      const health = yield* request(port, { method: "GET", path: "/healthz" })
+      assert.strictEqual(health.status, 200)
+      const after = yield* Effect.promise(() => client.callTool({ name: "sophia_orient", arguments: {} }))
+      assert.isUndefined(after.isError)
+    }).pipe(Effect.provide(ServeTest("underscore", 1024 * 1024))))
+
+  it.scoped("hygiene: /.well-known/oauth-* is a plain 404; foreign Host and Origin are refused", () =>
+    Effect.gen(function*() {
+      const { port } = yield* HttpServer
+      const { bearer } = yield* connect("hygiene", "full")
+      for (const path of ["/.well-known/oauth-authorization-server", "/.well-known/oauth-protected-resource/mcp"]) {
+        const r = yield* request(port, { method: "GET", path })
+        assert.strictEqual(r.status, 404, path)
+        assert.strictEqual(r.body, "Not Found")
+      }
+      const auth = { authorization: `Bearer ${bearer}` }
+      const evilHost = yield* request(port, {
+        path: "/mcp",
+        headers: { ...mcpHeaders, ...auth, host: `evil.example:${port}` },
+        body: initialize
+      })
+      assert.strictEqual(evilHost.status, 403)
+      const evilOrigin = yield* request(port, {
+        path: "/mcp",
+        headers: { ...mcpHeaders, ...auth, origin: "http://evil.example" },
+        body: initialize
+      })
+      assert.strictEqual(evilOrigin.status, 403)
+      const localOrigin = yield* request(port, {
+        path: "/mcp",
+        headers: { ...mcpHeaders, ...auth, origin: `http://localhost:${port}` },
+        body: initialize
+      })
+      assert.strictEqual(localOrigin.status, 200)
+    }).pipe(Effect.provide(ServeTest())))
+})
