@@ -27,13 +27,13 @@ describe("sophia CLI (real child processes)", { timeout: 180_000 }, () => {
       assert.notInclude(server.stdout(), "First start")
       const r = await rest(server.url, "sophia.orient", minted.bearer)
       assert.strictEqual(r.status, 200)
-      const body = await r.json()
+      const body = (await r.json()) as any
       assert.strictEqual(body.connection_id, minted.connection_id)
       assert.strictEqual(body.profile, "assistant")
       // list, rename and revoke through the CLI act on the same database the daemon serves
       const renamed = sophia(["connection", "rename", "worker-1", "worker-one", "--db", db])
       assert.strictEqual(renamed.status, 0, renamed.stderr)
-      const again = await (await rest(server.url, "sophia.orient", minted.bearer)).json()
+      const again = (await (await rest(server.url, "sophia.orient", minted.bearer)).json()) as any
       assert.strictEqual(again.name, "worker-one")
       const listed = JSON.parse(sophia(["connection", "list", "--db", db]).stdout)
       assert.strictEqual(listed.length, 1)
@@ -60,7 +60,7 @@ describe("sophia CLI (real child processes)", { timeout: 180_000 }, () => {
       assert.include(out, server.url)
       assert.include(out, "mcpServers")
       assert.include(out, "claude mcp add")
-      const r = await (await rest(server.url, "sophia.orient", bearer)).json()
+      const r = (await (await rest(server.url, "sophia.orient", bearer)).json()) as any
       assert.strictEqual(r.profile, "full")
     } finally {
       await server.stop("SIGINT")
