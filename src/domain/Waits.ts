@@ -1,0 +1,101 @@
+import { Schema } from "effect"
+import { BlockingItem, WaitResolution } from "./Envelope.js"
+
+/**
+ * Waits: declarative blocking. A wait is a post the whole fleet can see, naming who is blocked on whom
+ * and on what predicate; it resolves three ways — satisfied | unsatisfied | unverifiable — and never
+ * reports `satisfied` on a reading the system could not make.
+ */
+
+/** The fleet-visible channel the wait posts go to (addressed `to` the awaited connection). */
+export const WAIT_CHANNEL = "waits"
+
+const Channel = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200))
+
+/** A post exists in `channel` (of `kind`, by `from` — default: the awaited connection — after `after_seq`). */
+export const PostExists = Schema.Struct({
+  type: Schema.Literal("post_exists"),
+  channel: Channel,
+  kind: Schema.optional(Schema.Literal("question", "answer", "claim", "decision", "status", "heartbeat", "brief", "closeout")),
+  from: Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200))).annotations({
+    description: "author selector; default: the connection you wait on"
+  }),
+  after_seq: Schema.optional(Schema.Int.pipe(Schema.nonNegative())).annotations({
+    description: "only posts with a higher channel_seq count; default: the channel's current seq"
+  })
+})
+export type PostExists = typeof PostExists.Type
+
+/** The channel's sequence reached `seq`. */
+export const SeqReached = Schema.Struct({
+  type: Schema.Literal("seq_reached"),
+  channel: Channel,
+  seq: Schema.Int.pipe(Schema.positive())
+})
+export type SeqReached = typeof SeqReached.Type
+
+export const Predicate = Schema.Union(PostExists, SeqReached)
+export type Predicate = typeof Predicate.Type
+
+export const DeclareWaitInput = Schema.Struct({
+  on: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200)).annotations({
+    description: "who you are blocked on: full connection id, 8-char short id, or name"
+  }),
+  predicate: Predicate,
+  reason: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(2000)),
+  timeout_s: Schema.optional(Schema.Number.pipe(Schema.positive(), Schema.finite())).annotations({
+    description: "seconds; default 600, clamped to the ceiling (3600)"
+  })
+})
+export type DeclareWaitInput = typeof DeclareWaitInput.Type
+
+export const DeclareWaitResult = Schema.Struct({
+  wait_id: Schema.String,
+  post_id: Schema.String,
+  expires_at: Schema.String,
+  /** set when the predicate already held at declaration */
+  resolution: Schema.optional(WaitResolution),
+  warning: Schema.optional(Schema.String)
+})
+export type DeclareWaitResult = typeof DeclareWaitResult.Type
+
+export const CancelWaitInput = Schema.Struct({ wait_id: Schema.String })
+export const CancelWaitResult = Schema.Struct({ wait_id: Schema.String, status: Schema.Literal("cancelled") })
+
+export const ConnectionRef = BlockingItem.fields.on
+export type ConnectionRef = typeof ConnectionRef.Type
+
+export const WaitEdge = Schema.Struct({
+  wait_id: Schema.String,
+  waiter: ConnectionRef,
+  on: ConnectionRef,
+  predicate: Schema.Record({ key: Schema.String, value: Schema.Unknown }),
+  reason: Schema.String,
+  expires_at: Schema.String
+})
+export type WaitEdge = typeof WaitEdge.Type
+
+export const WAIT_EDGE_COMPACT = ["wait_id", "waiter", "on", "expires_at"] as const
+
+export const WaitGraphResult = Schema.Struct({
+  edges: Schema.Array(WaitEdge),
+  cycles: Schema.Array(Schema.Array(ConnectionRef)),
+  orphaned: Schema.Struct({
+    waits: Schema.Array(Schema.Struct({
+      wait_id: Schema.String,
+      on: ConnectionRef,
+      why: Schema.Literal("revoked", "silent")
+    })),
+    silent_after_s: Schema.Number,
+    not_computed: Schema.String
+  })
+})
+export type WaitGraphResult = typeof WaitGraphResult.Type
+
+export class WaitCycle extends Schema.TaggedError<WaitCycle>()("WaitCycle", {
+  cycle: Schema.Array(ConnectionRef)
+}) {
+  override get message() {
+    return `this wait would close a cycle: ${this.cycle.map((c) => `${c.agent_name} [${c.connection_short}]`).join(" → ")}`
+  }
+}

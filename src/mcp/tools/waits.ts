@@ -1,0 +1,52 @@
+import { Effect } from "effect"
+import {
+  CancelWaitInput,
+  CancelWaitResult,
+  DeclareWaitInput,
+  DeclareWaitResult,
+  WAIT_EDGE_COMPACT,
+  WaitEdge,
+  WaitGraphResult
+} from "../../domain/Waits.js"
+import { Schema } from "effect"
+import { Waits } from "../../services/Waits.js"
+import { APPEND_ONLY, defineTool, READ_ONLY } from "../Registry.js"
+
+export const waitTools = Effect.gen(function*() {
+  const waits = yield* Waits
+  return [
+    defineTool({
+      name: "sophia.declare_wait",
+      group: "coordination",
+      access: "coordinate",
+      description: "Declare you are blocked on a connection until a predicate holds (post_exists | seq_reached). " +
+        "Posts it fleet-wide; resolves satisfied | unsatisfied (bound passed) | unverifiable. Refuses a wait that closes a cycle.",
+      annotations: APPEND_ONLY,
+      input: DeclareWaitInput,
+      output: DeclareWaitResult,
+      handler: (input, { caller }) => waits.declare(caller, input)
+    }),
+    defineTool({
+      name: "sophia.cancel_wait",
+      group: "coordination",
+      access: "coordinate",
+      description: "Withdraw one of your open waits.",
+      annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
+      input: CancelWaitInput,
+      output: CancelWaitResult,
+      handler: (input, { caller }) => waits.cancel(caller, input.wait_id)
+    }),
+    defineTool({
+      name: "sophia.wait_graph",
+      group: "coordination",
+      access: "read",
+      description: "Who is blocked on whom across your fleet: open waits as edges, cycles, and orphaned waits " +
+        "(the half that can be computed, stated plainly).",
+      annotations: READ_ONLY,
+      input: Schema.Struct({}),
+      output: WaitGraphResult,
+      projection: { key: "edges", row: WaitEdge, compact: WAIT_EDGE_COMPACT },
+      handler: (_input, { caller }) => waits.graph(caller)
+    })
+  ]
+})

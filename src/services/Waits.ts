@@ -1,0 +1,419 @@
+import { SqlClient } from "@effect/sql"
+import { Clock, Config, Effect, Schema } from "effect"
+import { randomUUID } from "node:crypto"
+import type { Caller, ConnectionInfo } from "../domain/Auth.js"
+import { connectionShort } from "../domain/Auth.js"
+import type { PostWritten } from "../domain/Coordination.js"
+import type { BlockingItem, WaitResolvedItem } from "../domain/Envelope.js"
+import { WaitResolution } from "../domain/Envelope.js"
+import { NotFound, ValidationError } from "../domain/Errors.js"
+import { InvalidTransition } from "../domain/Ledger.js"
+import type { ConnectionRef, DeclareWaitInput, DeclareWaitResult, WaitEdge, WaitGraphResult } from "../domain/Waits.js"
+import { WAIT_CHANNEL, WaitCycle } from "../domain/Waits.js"
+import { Auth } from "./Auth.js"
+import { Coordination } from "./Coordination.js"
+
+/**
+ * Waits: declarative blocking over posts.
+ *
+ * A wait is checked (1) inside the transaction of every post written to its channel (Coordination's
+ * `onPost` hook), (2) at declaration, against what the channel already holds, (3) inside the
+ * transaction that revokes the awaited connection (Auth's `onRevoke`: `unverifiable` then, not at the
+ * deadline), and (4) by the sweep, which marks overdue waits `unsatisfied`. Every resolution is one
+ * conditional update `... WHERE status = 'open'`, so a wait resolves exactly once whichever daemon,
+ * sweep or post gets there first. `satisfied` always names the post that satisfied it and its author.
+ */
+
+const DbInt = Schema.Union(Schema.Number, Schema.NumberFromString)
+const JsonObject = Schema.parseJson(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
+
+const OpenWaitRow = Schema.Struct({
+  id: Schema.String,
+  pred_type: Schema.Literal("post_exists", "seq_reached"),
+  pred_kind: Schema.NullOr(Schema.String),
+  pred_seq: DbInt,
+  from_connection_id: Schema.NullOr(Schema.String)
+})
+const decodeOpenWaits = Schema.decodeUnknown(Schema.Array(OpenWaitRow))
+
+const BlockingRow = Schema.Struct({
+  id: Schema.String,
+  on_connection_id: Schema.String,
+  on_name: Schema.String,
+  predicate: JsonObject,
+  expires_at: Schema.String
+})
+const decodeBlocking = Schema.decodeUnknown(Schema.Array(BlockingRow))
+
+const ResolvedRow = Schema.Struct({
+  id: Schema.String,
+  status: WaitResolution,
+  resolved_by: Schema.NullOr(Schema.String),
+  how: Schema.String,
+  resolved_at: Schema.String
+})
+const decodeResolved = Schema.decodeUnknown(Schema.Array(ResolvedRow))
+
+const EdgeRow = Schema.Struct({
+  id: Schema.String,
+  waiter_connection_id: Schema.String,
+  waiter_name: Schema.String,
+  on_connection_id: Schema.String,
+  on_name: Schema.String,
+  on_revoked_at: Schema.NullOr(Schema.String),
+  on_last_seen_at: Schema.NullOr(Schema.String),
+  predicate: JsonObject,
+  reason: Schema.String,
+  expires_at: Schema.String,
+  created_at: Schema.String
+})
+const decodeEdges = Schema.decodeUnknown(Schema.Array(EdgeRow))
+
+const ref = (connectionId: string, name: string): ConnectionRef => ({
+  connection_id: connectionId,
+  connection_short: connectionShort(connectionId),
+  agent_name: name
+})
+
+/** Elementary cycles of a small directed graph, each once (rotated to start at its smallest node). */
+export const findCycles = (edges: ReadonlyArray<readonly [from: string, to: string]>): Array<Array<string>> => {
+  const out = new Map<string, Array<string>>()
+  for (const [from, to] of edges) {
+    const list = out.get(from)
+    if (list) list.push(to)
+    else out.set(from, [to])
+  }
+  const seen = new Set<string>()
+  const cycles: Array<Array<string>> = []
+  const state = new Map<string, "active" | "done">()
+  const stack: Array<string> = []
+  const visit = (node: string) => {
+    state.set(node, "active")
+    stack.push(node)
+    for (const next of out.get(node) ?? []) {
+      if (state.get(next) === "active") {
+        const cycle = stack.slice(stack.indexOf(next))
+        const start = cycle.indexOf([...cycle].sort()[0])
+        const rotated = [...cycle.slice(start), ...cycle.slice(0, start)]
+        const key = rotated.join(">")
+        if (!seen.has(key)) {
+          seen.add(key)
+          cycles.push(rotated)
+        }
+      } else if (!state.has(next)) {
+        visit(next)
+      }
+    }
+    stack.pop()
+    state.set(node, "done")
+  }
+  for (const node of out.keys()) if (!state.has(node)) visit(node)
+  return cycles
+}
+
+export class Waits extends Effect.Service<Waits>()("sophia/Waits", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const auth = yield* Auth
+    const coordination = yield* Coordination
+    const config = yield* Effect.orDie(Config.all({
+      defaultS: Config.number("SOPHIA_WAIT_DEFAULT_S").pipe(Config.withDefault(600)),
+      ceilingS: Config.number("SOPHIA_WAIT_CEILING_S").pipe(Config.withDefault(3600)),
+      silentAfterS: Config.number("SOPHIA_WAIT_SILENT_AFTER_S").pipe(Config.withDefault(900))
+    }))
+
+    const iso = (ms: number) => new Date(ms).toISOString()
+
+    /** The one way a wait resolves: a conditional update, zero rows = someone else resolved it first. */
+    const resolve = (waitId: string, resolution: {
+      readonly status: "satisfied" | "unsatisfied" | "unverifiable"
+      readonly at: string
+      readonly by: string | null
+      readonly postId: string | null
+      readonly how: string
+    }) =>
+      sql`UPDATE waits SET status = ${resolution.status}, resolved_at = ${resolution.at}, resolved_by = ${resolution.by},
+          resolved_post_id = ${resolution.postId}, how = ${resolution.how}
+        WHERE id = ${waitId} AND status = 'open'`
+
+    const satisfiedHow = (post: { post_id: string; kind: string; channel: string; channel_seq: number }) =>
+      `post ${post.post_id} (${post.kind}, channel_seq ${post.channel_seq} in ${post.channel})`
+
+    /** A post was written (inside its transaction): resolve the open waits on its channel that it satisfies. */
+    const checkPost = (row: PostWritten) =>
+      Effect.gen(function*() {
+        const open = yield* sql`SELECT id, pred_type, pred_kind, pred_seq, from_connection_id FROM waits
+          WHERE user_id = ${row.user_id} AND pred_channel = ${row.channel} AND status = 'open'`.pipe(
+          Effect.flatMap(decodeOpenWaits)
+        )
+        for (const wait of open) {
+          const matches = wait.pred_type === "seq_reached"
+            ? row.channel_seq >= wait.pred_seq
+            : row.channel_seq > wait.pred_seq &&
+              (wait.pred_kind === null || wait.pred_kind === row.kind) &&
+              (wait.from_connection_id === null || wait.from_connection_id === row.author)
+          if (matches) {
+            yield* resolve(wait.id, {
+              status: "satisfied",
+              at: row.created_at,
+              by: row.author,
+              postId: row.post_id,
+              how: satisfiedHow(row)
+            })
+          }
+        }
+      }).pipe(Effect.orDie)
+
+    /** A connection was revoked (inside its transaction): waits on it become unverifiable now; its own waits end. */
+    const checkRevoked = (revoked: { readonly userId: string; readonly connectionId: string; readonly at: string }) =>
+      Effect.gen(function*() {
+        yield* sql`UPDATE waits SET status = 'unverifiable', resolved_at = ${revoked.at}, resolved_by = NULL,
+            how = ${`connection ${revoked.connectionId} was revoked: the predicate can no longer be read`}
+          WHERE user_id = ${revoked.userId} AND status = 'open'
+            AND (on_connection_id = ${revoked.connectionId} OR from_connection_id = ${revoked.connectionId})`
+        // a revoked waiter can never read a signal: its waits end without a delivery
+        yield* sql`UPDATE waits SET status = 'cancelled', resolved_at = ${revoked.at}, delivered_at = ${revoked.at},
+            how = 'the waiting connection was revoked'
+          WHERE user_id = ${revoked.userId} AND status = 'open' AND waiter_connection_id = ${revoked.connectionId}`
+      }).pipe(Effect.orDie)
+
+    yield* coordination.onPost(checkPost)
+    yield* auth.onRevoke(checkRevoked)
+
+    /** Would `waiter` waiting on `on` close a cycle? Returns the cycle (waiter first) or undefined. */
+    const cycleThrough = (userId: string, waiter: string, on: string) =>
+      Effect.gen(function*() {
+        if (waiter === on) return [waiter]
+        const rows = yield* sql<{ w: string; o: string }>`SELECT waiter_connection_id AS w, on_connection_id AS o
+          FROM waits WHERE user_id = ${userId} AND status = 'open'`
+        const next = new Map<string, Array<string>>()
+        for (const r of rows) {
+          const list = next.get(r.w)
+          if (list) list.push(r.o)
+          else next.set(r.w, [r.o])
+        }
+        // breadth-first from `on` along "is waiting on" edges, looking for `waiter`
+        const parent = new Map<string, string>([[on, on]])
+        const queue = [on]
+        while (queue.length > 0) {
+          const node = queue.shift()!
+          for (const n of next.get(node) ?? []) {
+            if (parent.has(n)) continue
+            parent.set(n, node)
+            if (n === waiter) {
+              const path: Array<string> = []
+              for (let at = node; at !== on; at = parent.get(at)!) path.unshift(at)
+              return [waiter, on, ...path]
+            }
+            queue.push(n)
+          }
+        }
+        return undefined
+      })
+
+    const nameOf = (connectionId: string) =>
+      Effect.map(auth.get(connectionId), (info) => info._tag === "Some" ? info.value.name : connectionShort(connectionId))
+
+    /**
+     * Declare that the caller is blocked on a connection until a predicate holds. Writes a post the whole
+     * fleet sees (channel `waits`, addressed to the awaited connection, the wait in its payload).
+     */
+    const declare = Effect.fn("Waits.declare")(function*(caller: Caller, input: DeclareWaitInput) {
+      const on: ConnectionInfo = yield* auth.resolve(caller.userId, input.on)
+      const predicate = input.predicate
+      const from = predicate.type === "post_exists"
+        ? predicate.from === undefined ? on : yield* auth.resolve(caller.userId, predicate.from)
+        : undefined
+      const cycle = yield* cycleThrough(caller.userId, caller.connectionId, on.connection_id)
+      if (cycle) {
+        const refs = yield* Effect.forEach([...cycle, caller.connectionId], (id) => Effect.map(nameOf(id), (n) => ref(id, n)))
+        return yield* new WaitCycle({ cycle: refs })
+      }
+
+      const requested = input.timeout_s ?? config.defaultS
+      const timeoutS = Math.min(requested, config.ceilingS)
+      const warning = requested > config.ceilingS
+        ? `timeout_s ${requested} is above the ceiling; clamped to ${config.ceilingS} s`
+        : undefined
+      const now = yield* Clock.currentTimeMillis
+      const expiresMs = now + Math.round(timeoutS * 1000)
+      const expiresAt = iso(expiresMs)
+
+      const [current] = yield* sql<{ seq: number | string | null }>`SELECT MAX(channel_seq) AS seq FROM posts
+        WHERE user_id = ${caller.userId} AND channel = ${predicate.channel}`
+      const currentSeq = Number(current?.seq ?? 0)
+      const predSeq = predicate.type === "seq_reached" ? predicate.seq : predicate.after_seq ?? currentSeq
+      const stored = predicate.type === "post_exists"
+        ? { ...predicate, from: from!.connection_id, after_seq: predSeq }
+        : predicate
+
+      const waitId = `wait-${randomUUID()}`
+      const post = yield* coordination.post(caller, {
+        channel: WAIT_CHANNEL,
+        kind: "status",
+        body: `${caller.name} is waiting on ${on.name} until ${expiresAt}: ${input.reason}`.slice(0, 4000),
+        to: on.connection_id,
+        payload: {
+          wait: { wait_id: waitId, on: on.connection_id, predicate: stored, reason: input.reason.slice(0, 1000), expires_at: expiresAt }
+        }
+      })
+      yield* sql`INSERT INTO waits (id, user_id, waiter_connection_id, on_connection_id, on_selector, from_connection_id,
+          pred_type, pred_channel, pred_kind, pred_seq, predicate, reason, post_id, created_at, expires_at, expires_ms, status)
+        VALUES (${waitId}, ${caller.userId}, ${caller.connectionId}, ${on.connection_id}, ${input.on},
+          ${from?.connection_id ?? null}, ${predicate.type}, ${predicate.channel},
+          ${predicate.type === "post_exists" ? predicate.kind ?? null : null}, ${predSeq}, ${JSON.stringify(stored)},
+          ${input.reason}, ${post.post_id}, ${iso(now)}, ${expiresAt}, ${expiresMs}, 'open')`
+
+      // the predicate may already hold: read it now (only a post the system can name satisfies it)
+      const already = predicate.type === "seq_reached"
+        ? yield* sql<{ id: string; connection_id: string; kind: string; channel_seq: number | string }>`
+            SELECT id, connection_id, kind, channel_seq FROM posts
+            WHERE user_id = ${caller.userId} AND channel = ${predicate.channel} AND channel_seq = ${predicate.seq}`
+        : yield* sql<{ id: string; connection_id: string; kind: string; channel_seq: number | string }>`
+            SELECT id, connection_id, kind, channel_seq FROM posts
+            WHERE user_id = ${caller.userId} AND channel = ${predicate.channel} AND channel_seq > ${predSeq}
+              AND connection_id = ${from!.connection_id}
+              AND (${predicate.kind ?? null} IS NULL OR kind = ${predicate.kind ?? null})
+            ORDER BY channel_seq LIMIT 1`
+      let resolution: "satisfied" | undefined
+      if (already.length > 0) {
+        const p = already[0]
+        yield* resolve(waitId, {
+          status: "satisfied",
+          at: iso(now),
+          by: p.connection_id,
+          postId: p.id,
+          how: satisfiedHow({ post_id: p.id, kind: p.kind, channel: predicate.channel, channel_seq: Number(p.channel_seq) })
+        })
+        resolution = "satisfied"
+      }
+      const result: DeclareWaitResult = {
+        wait_id: waitId,
+        post_id: post.post_id,
+        expires_at: expiresAt,
+        ...(resolution ? { resolution } : {}),
+        ...(warning ? { warning } : {})
+      }
+      return result
+    }, sql.withTransaction, Effect.catchTag("SqlError", Effect.die))
+
+    /** The waiter withdraws an open wait. */
+    const cancel = Effect.fn("Waits.cancel")(function*(caller: Caller, waitId: string) {
+      const rows = yield* sql<{ waiter_connection_id: string; status: string }>`SELECT waiter_connection_id, status
+        FROM waits WHERE id = ${waitId} AND user_id = ${caller.userId}`
+      if (rows.length === 0) return yield* new NotFound({ what: "wait", id: waitId })
+      if (rows[0].waiter_connection_id !== caller.connectionId) {
+        return yield* new ValidationError({ detail: `wait ${waitId} belongs to another connection; only its waiter can cancel it` })
+      }
+      const now = iso(yield* Clock.currentTimeMillis)
+      const updated = yield* sql`UPDATE waits SET status = 'cancelled', resolved_at = ${now}, delivered_at = ${now},
+          how = 'cancelled by the waiter' WHERE id = ${waitId} AND status = 'open' RETURNING id`
+      if (updated.length === 0) {
+        return yield* new InvalidTransition({ detail: `wait ${waitId} is already ${rows[0].status}; only an open wait can be cancelled` })
+      }
+      return { wait_id: waitId, status: "cancelled" as const }
+    }, sql.withTransaction, Effect.catchTag("SqlError", Effect.die))
+
+    /**
+     * Resolve every overdue wait `unsatisfied` (and, as a fallback, every wait on a revoked connection
+     * `unverifiable`). Runs whether or not anyone is watching; safe with several daemons on one database.
+     * Returns how many waits this call resolved.
+     */
+    const sweep = Effect.fn("Waits.sweep")(function*() {
+      const now = yield* Clock.currentTimeMillis
+      const at = iso(now)
+      const overdue = yield* sql<{ id: string }>`UPDATE waits SET status = 'unsatisfied', resolved_at = ${at}, resolved_by = NULL,
+          how = 'the bound passed (' || expires_at || ') with the predicate unmet'
+        WHERE status = 'open' AND expires_ms <= ${now} RETURNING id`
+      const orphaned = yield* sql<{ id: string }>`UPDATE waits SET status = 'unverifiable', resolved_at = ${at}, resolved_by = NULL,
+          how = 'the awaited connection was revoked: the predicate can no longer be read'
+        WHERE status = 'open' AND on_connection_id IN (SELECT id FROM connections WHERE revoked_at IS NOT NULL) RETURNING id`
+      return overdue.length + orphaned.length
+    }, Effect.orDie)
+
+    /**
+     * The envelope signals of one caller: `_blocking` (its open waits, names joined live) and
+     * `_wait_resolved` (resolutions not yet delivered — claimed by a conditional update, so each is
+     * delivered exactly once even to concurrent calls).
+     */
+    const signals = Effect.fn("Waits.signals")(function*(caller: Caller) {
+      const undelivered = yield* sql<{ id: string }>`SELECT id FROM waits
+        WHERE waiter_connection_id = ${caller.connectionId} AND status <> 'open' AND delivered_at IS NULL`
+      let resolved: ReadonlyArray<WaitResolvedItem> = []
+      if (undelivered.length > 0) {
+        const now = iso(yield* Clock.currentTimeMillis)
+        const claimed = yield* sql`UPDATE waits SET delivered_at = ${now}
+          WHERE ${sql.in("id", undelivered.map((r) => r.id))} AND delivered_at IS NULL
+          RETURNING id, status, resolved_by, how, resolved_at`.pipe(Effect.flatMap(decodeResolved))
+        resolved = claimed.map((r) => ({
+          wait_id: r.id,
+          resolution: r.status,
+          resolved_by: r.resolved_by,
+          how: r.how,
+          resolved_at: r.resolved_at
+        }))
+      }
+      const open = yield* sql`SELECT w.id, w.on_connection_id, c.name AS on_name, w.predicate, w.expires_at
+        FROM waits w JOIN connections c ON c.id = w.on_connection_id
+        WHERE w.waiter_connection_id = ${caller.connectionId} AND w.status = 'open'
+        ORDER BY w.created_at, w.id`.pipe(Effect.flatMap(decodeBlocking))
+      const blocking: ReadonlyArray<BlockingItem> = open.map((w) => ({
+        wait_id: w.id,
+        on: ref(w.on_connection_id, w.on_name),
+        predicate: w.predicate,
+        expires_at: w.expires_at
+      }))
+      return { blocking, resolved }
+    }, Effect.orDie)
+
+    /** Who is blocked on whom across the caller's user, with cycles and the half of "orphaned" we can compute. */
+    const graph = Effect.fn("Waits.graph")(function*(caller: Caller) {
+      const rows = yield* sql`SELECT w.id, w.waiter_connection_id, wc.name AS waiter_name, w.on_connection_id,
+          oc.name AS on_name, oc.revoked_at AS on_revoked_at, oc.last_seen_at AS on_last_seen_at,
+          w.predicate, w.reason, w.expires_at, w.created_at
+        FROM waits w
+        JOIN connections wc ON wc.id = w.waiter_connection_id
+        JOIN connections oc ON oc.id = w.on_connection_id
+        WHERE w.user_id = ${caller.userId} AND w.status = 'open'
+        ORDER BY w.created_at, w.id`.pipe(Effect.flatMap(decodeEdges))
+      const now = yield* Clock.currentTimeMillis
+      const names = new Map<string, string>()
+      const edges: Array<WaitEdge> = rows.map((r) => {
+        names.set(r.waiter_connection_id, r.waiter_name)
+        names.set(r.on_connection_id, r.on_name)
+        return {
+          wait_id: r.id,
+          waiter: ref(r.waiter_connection_id, r.waiter_name),
+          on: ref(r.on_connection_id, r.on_name),
+          predicate: r.predicate,
+          reason: r.reason,
+          expires_at: r.expires_at
+        }
+      })
+      const cycles = findCycles(rows.map((r) => [r.waiter_connection_id, r.on_connection_id] as const)).map((cycle) =>
+        [...cycle, cycle[0]].map((id) => ref(id, names.get(id) ?? connectionShort(id)))
+      )
+      const silentBefore = now - config.silentAfterS * 1000
+      const orphaned = rows.flatMap((r): Array<WaitGraphResult["orphaned"]["waits"][number]> => {
+        const on = ref(r.on_connection_id, r.on_name)
+        if (r.on_revoked_at !== null) return [{ wait_id: r.id, on, why: "revoked" }]
+        const seen = Date.parse(r.on_last_seen_at ?? r.created_at)
+        return seen < silentBefore ? [{ wait_id: r.id, on, why: "silent" }] : []
+      })
+      const result: WaitGraphResult = {
+        edges,
+        cycles,
+        orphaned: {
+          waits: orphaned,
+          silent_after_s: config.silentAfterS,
+          not_computed: "Only half of 'orphaned' is computed: waits on connections that are revoked or silent " +
+            `(not seen for ${config.silentAfterS} s). Waits whose awaited work no live claimant holds need a ` +
+            "claims registry linking waits to claimed work; that half is NOT computed, so an empty list is not an all-clear."
+        }
+      }
+      return result
+    }, Effect.orDie)
+
+    return { declare, cancel, sweep, signals, graph } as const
+  })
+}) {}
