@@ -175,7 +175,9 @@ describe("Waits", () => {
       assert.strictEqual(graph.edges.length, 2)
       assert.deepStrictEqual(graph.cycles, [])
       const inbox = yield* call(c, "sophia.coordination_inbox", { channel: "waits", peek: true, unread_only: false })
-      assert.strictEqual(inbox.posts.filter((p: any) => p.connection_id === c.connectionId).length, 1)
+      const authors = inbox.posts.map((p: any) => p.connection_id)
+      assert.deepStrictEqual(authors.filter((x: string) => x === c.connectionId), [], "the refused wait wrote no post")
+      assert.strictEqual(authors.length, 2)
     }).pipe(Effect.provide(SophiaTest)))
 
   it.effect("wait_graph: edges with live names, and orphaned states the half it cannot compute", () =>
