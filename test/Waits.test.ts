@@ -114,6 +114,14 @@ describe("Waits", () => {
       assert.include(signal.how, answer.post_id)
       const second = yield* call(a, "sophia.orient")
       assert.isUndefined(second._wait_resolved, "delivered exactly once")
+      // a call from inside execute_code never consumes a signal meant for the agent's own response
+      const w2 = yield* declare(a, { on: "bob", predicate: { type: "post_exists", channel: "arc:spec2" }, reason: "r" })
+      yield* postTo(b, "arc:spec2")
+      const inner = yield* Effect.flatMap(Dispatcher, (d) => d.call(a, "sophia.orient", {}, { viaSandbox: true }))
+      assert.isUndefined(inner.body._wait_resolved)
+      assert.strictEqual(typeof inner.body._inbox_unread, "number")
+      const outer = yield* call(a, "sophia.orient")
+      assert.strictEqual(outer._wait_resolved[0].wait_id, w2.wait_id)
       // nobody else receives it
       assert.isUndefined((yield* call(b, "sophia.orient"))._wait_resolved)
     }).pipe(Effect.provide(SophiaTest)))

@@ -334,11 +334,13 @@ export class Waits extends Effect.Service<Waits>()("sophia/Waits", {
     /**
      * The envelope signals of one caller: `_blocking` (its open waits, names joined live) and
      * `_wait_resolved` (resolutions not yet delivered — claimed by a conditional update, so each is
-     * delivered exactly once even to concurrent calls).
+     * delivered exactly once even to concurrent calls). `deliver: false` leaves them for a later response.
      */
-    const signals = Effect.fn("Waits.signals")(function*(caller: Caller) {
-      const undelivered = yield* sql<{ id: string }>`SELECT id FROM waits
-        WHERE waiter_connection_id = ${caller.connectionId} AND status <> 'open' AND delivered_at IS NULL`
+    const signals = Effect.fn("Waits.signals")(function*(caller: Caller, deliver = true) {
+      const undelivered = deliver
+        ? yield* sql<{ id: string }>`SELECT id FROM waits
+            WHERE waiter_connection_id = ${caller.connectionId} AND status <> 'open' AND delivered_at IS NULL`
+        : []
       let resolved: ReadonlyArray<WaitResolvedItem> = []
       if (undelivered.length > 0) {
         const now = iso(yield* Clock.currentTimeMillis)
