@@ -4,6 +4,8 @@
  */
 export * from "./domain/Access.js"
 export * from "./domain/Auth.js"
+export * from "./domain/Coordination.js"
+export * from "./domain/Catalog.js"
 export * from "./domain/Envelope.js"
 export * from "./domain/Errors.js"
 export { allToolSets, makeCore, ServeLive, ServicesLive, SophiaLive, SophiaTest, sqliteStore } from "./layers/App.js"
@@ -12,3 +14,28 @@ export { Envelope } from "./mcp/Envelope.js"
 export { defineTool, makeRegistry, ToolRegistry } from "./mcp/Registry.js"
 export type { Tool, ToolContext } from "./mcp/Registry.js"
 export { Auth } from "./services/Auth.js"
+export { Approvals } from "./services/Approvals.js"
+export type { GateRequest } from "./services/Approvals.js"
+export { Knowledge } from "./services/Knowledge.js"
+export * from "./domain/Approvals.js"
+export * from "./domain/Knowledge.js"
+export { Coordination } from "./services/Coordination.js"
+export type { PostObserver } from "./services/Coordination.js"
+export { Catalog } from "./services/Catalog.js"
+export { Ledger } from "./services/Ledger.js"
+export {
+  AppendEvent,
+  Evidence,
+  EvidenceDowngrade,
+  HeadMoved,
+  InvalidTransition,
+  LEDGER_CONTRACT_HASH,
+  LEDGER_CONTRACT_VERSION,
+  LedgerEvent,
+  SelfCertification,
+  WorkState
+} from "./domain/Ledger.js"
+export { camelMapping, camelName, generateDeclarations } from "./mcp/SdkTypes.js"
+export * from "./domain/Sandbox.js"
+export { Sandbox, SandboxLive, SandboxTest, SandboxWarmUp } from "./services/Sandbox.js"
+export type { SandboxHost, SandboxService } from "./services/Sandbox.js"

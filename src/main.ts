@@ -7,11 +7,12 @@ import { Args, Command, Options, ValidationError as CliValidationError } from "@
 import { NodeContext, NodeRuntime } from "@effect/platform-node"
 import { Cause, Config, Console, Effect, Layer, Logger, LogLevel, Option, Redacted } from "effect"
 import { PROFILES } from "./domain/Auth.js"
-import { ServeLive, SophiaLive } from "./layers/App.js"
+import { DaemonLive, ServeLive, SophiaLive } from "./layers/App.js"
 import { HttpServer } from "./mcp/Http.js"
 import { SERVER_INFO } from "./mcp/McpServer.js"
 import type { ToolNaming } from "./mcp/Registry.js"
 import { serveStdio } from "./mcp/Stdio.js"
+import { Approvals } from "./services/Approvals.js"
 import { Auth } from "./services/Auth.js"
 import type { MintedConnection } from "./services/Auth.js"
 import { Ledger } from "./services/Ledger.js"
@@ -95,7 +96,7 @@ const stdio = Command.make("stdio", { db, toolNames }, ({ db, toolNames }) =>
     )
     yield* serveStdio(bearer, toolNames as ToolNaming).pipe(
       Effect.catchTag("Unauthenticated", (e) => Effect.fail(new Error(`SOPHIA_BEARER: ${e.message}`))),
-      Effect.provide(SophiaLive(db))
+      Effect.provide(DaemonLive(db))
     )
   }))
 
@@ -166,7 +167,27 @@ const ledgerVerify = Command.make("verify", { db }, ({ db }) =>
 
 const ledger = Command.make("ledger").pipe(Command.withSubcommands([ledgerVerify]))
 
-const sophia = Command.make("sophia").pipe(Command.withSubcommands([serve, stdio, connection, ledger]))
+/** The owner's channel for approvals (elevated calls are approved only here, or later in the portal). */
+const withApprovals = <A, E>(dbPath: string, f: (approvals: Approvals) => Effect.Effect<A, E>) =>
+  Effect.gen(function*() {
+    yield* refusePostgres
+    return yield* f(yield* Approvals)
+  }).pipe(Effect.provide(SophiaLive(dbPath)))
+
+const approvalsList = Command.make(
+  "list",
+  { db, all: Options.boolean("all").pipe(Options.withDescription("decided and executed ones too")) },
+  ({ all, db }) => withApprovals(db, (approvals) => approvals.list({ all })).pipe(Effect.flatMap(printJson))
+)
+const approvalId = Args.text({ name: "approval-id" })
+const approvalsApprove = Command.make("approve", { db, approvalId }, ({ approvalId, db }) =>
+  withApprovals(db, (approvals) => approvals.decide(approvalId, "approved")).pipe(Effect.flatMap(printJson)))
+const approvalsDeny = Command.make("deny", { db, approvalId }, ({ approvalId, db }) =>
+  withApprovals(db, (approvals) => approvals.decide(approvalId, "denied")).pipe(Effect.flatMap(printJson)))
+
+const approvals = Command.make("approvals").pipe(Command.withSubcommands([approvalsList, approvalsApprove, approvalsDeny]))
+
+const sophia = Command.make("sophia").pipe(Command.withSubcommands([serve, stdio, connection, ledger, approvals]))
 
 const cli = Command.run(sophia, { name: "sophia", version: SERVER_INFO.version })
 

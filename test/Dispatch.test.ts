@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Schema } from "effect"
+import { ConfigProvider, Effect, Layer, Schema } from "effect"
 import { ACCESS_CLASSES } from "../src/domain/Auth.js"
 import type { AccessClass } from "../src/domain/Auth.js"
 import { makeCore, sqliteStore } from "../src/layers/App.js"
@@ -22,7 +22,10 @@ const probe = (access: AccessClass) =>
   })
 
 const TestRegistry = Layer.succeed(ToolRegistry, makeRegistry(ACCESS_CLASSES.map(probe)))
-const ProbeApp = makeCore(sqliteStore(":memory:"), TestRegistry)
+// gated calls (approvals) answer at once instead of waiting for the owner's decision
+const ProbeApp = makeCore(sqliteStore(":memory:"), TestRegistry).pipe(
+  Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["SOPHIA_APPROVAL_WAIT_MS", "0"]]))))
+)
 
 const expected = {
   observer: { read: "ok", coordinate: "forbidden_profile", write: "forbidden_profile", elevated: "forbidden_profile" },

@@ -4,6 +4,8 @@ import { NotFound, UnknownFields, ValidationError } from "../domain/Errors.js"
 import type { ProjectionArgs } from "../domain/Projection.js"
 import { projectRows, rowKeys, selectKeys } from "../domain/Projection.js"
 import { nearest } from "../domain/Names.js"
+import type { ElicitAnswer } from "../domain/Approvals.js"
+import { Approvals } from "../services/Approvals.js"
 import { Auth } from "../services/Auth.js"
 import { Envelope } from "./Envelope.js"
 import type { Refusal, RefusalBody } from "./Refusals.js"
@@ -23,6 +25,8 @@ export type CallOutcome =
 export interface CallOptions {
   /** the call comes from inside `execute_code` */
   readonly viaSandbox?: boolean
+  /** ask the client's user through MCP elicitation (set by the MCP server when the client declared it) */
+  readonly elicit?: ((message: string) => Effect.Effect<ElicitAnswer>) | undefined
 }
 
 const formatIssues = (error: ParseResult.ParseError) =>
@@ -38,6 +42,7 @@ const formatIssues = (error: ParseResult.ParseError) =>
 export class Dispatcher extends Effect.Service<Dispatcher>()("sophia/Dispatcher", {
   effect: Effect.gen(function*() {
     const auth = yield* Auth
+    const approvals = yield* Approvals
     const registry = yield* ToolRegistry
     const envelope = yield* Envelope
     const decoders = new Map<Tool, (u: unknown) => Effect.Effect<unknown, ParseResult.ParseError>>()
@@ -63,7 +68,7 @@ export class Dispatcher extends Effect.Service<Dispatcher>()("sophia/Dispatcher"
             )
           })
         }
-        yield* auth.authorize(caller, tool)
+        const gate = yield* auth.authorize(caller, tool)
         const input = yield* decoderOf(tool)(args ?? {}).pipe(
           Effect.mapError((e) => new ValidationError({ detail: formatIssues(e) }))
         )
@@ -73,17 +78,23 @@ export class Dispatcher extends Effect.Service<Dispatcher>()("sophia/Dispatcher"
         if (projection && selection && selection.unknown.length > 0) {
           return yield* new UnknownFields({ unknown: selection.unknown, valid_keys: rowKeys(projection) })
         }
-        const result = yield* tool.handler(input, {
-          caller,
-          viaSandbox: options.viaSandbox ?? false,
-          invoke: (innerName, innerArgs) => call(caller, innerName, innerArgs, { viaSandbox: true }),
-          toolNames
+        const execute = Effect.gen(function*() {
+          const result = yield* tool.handler(input, {
+            caller,
+            viaSandbox: options.viaSandbox ?? false,
+            invoke: (innerName, innerArgs) => call(caller, innerName, innerArgs, { viaSandbox: true, elicit: options.elicit }),
+            toolNames,
+            registry
+          })
+          const body = (yield* Effect.orDie(Schema.encode(tool.output)(result))) as Record<string, unknown>
+          if (projection && selection?.keep && Array.isArray(body[projection.key])) {
+            return { ...body, [projection.key]: projectRows(body[projection.key] as Array<Record<string, unknown>>, selection.keep) }
+          }
+          return body
         })
-        const body = (yield* Effect.orDie(Schema.encode(tool.output)(result))) as Record<string, unknown>
-        if (projection && selection?.keep && Array.isArray(body[projection.key])) {
-          return { ...body, [projection.key]: projectRows(body[projection.key] as Array<Record<string, unknown>>, selection.keep) }
-        }
-        return body
+        // an assistant's write or any elevated call runs only under an approval bound to these exact arguments
+        if (gate === "allow") return yield* execute
+        return yield* approvals.gate({ caller, tool, decision: gate, args: args ?? {}, elicit: options.elicit, execute })
       })
 
     /** Call a tool as `caller`. Never fails: refusals and defects come back as an outcome with the envelope. */
@@ -103,7 +114,7 @@ export class Dispatcher extends Effect.Service<Dispatcher>()("sophia/Dispatcher"
           )
         ),
         Effect.flatMap((outcome) =>
-          Effect.map(envelope.fields(caller), (fields): CallOutcome => ({
+          Effect.map(envelope.fields(caller, { deliver: !(options.viaSandbox ?? false) }), (fields): CallOutcome => ({
             ...outcome,
             body: { ...outcome.body, ...fields }
           } as CallOutcome))

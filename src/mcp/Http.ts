@@ -240,6 +240,10 @@ export const layer = (config: HttpConfig): Layer.Layer<HttpServer, never, Dispat
           sendJson(res, 500, { error: "internal_error" })
         })
       })
+      // keep idle keep-alive sockets longer than clients do (undici: 4 s idle), so a client never reuses
+      // a socket the server is closing at that instant ("other side closed")
+      server.keepAliveTimeout = 65_000
+      server.headersTimeout = 66_000
 
       yield* Effect.acquireRelease(
         Effect.async<void, never>((resume) => {

@@ -1,8 +1,9 @@
 import { Server } from "@modelcontextprotocol/sdk/server/index.js"
 import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js"
 import type { CallToolResult, ServerNotification, ServerRequest } from "@modelcontextprotocol/sdk/types.js"
-import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js"
-import type { Effect } from "effect"
+import { CallToolRequestSchema, ElicitResultSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js"
+import { Effect } from "effect"
+import type { ElicitAnswer } from "../domain/Approvals.js"
 import type { Caller } from "../domain/Auth.js"
 import type { CallOutcome, Dispatcher } from "./Dispatch.js"
 import { AUTH_MESSAGE } from "./Refusals.js"
@@ -40,6 +41,28 @@ const unauthenticated: CallToolResult = {
 }
 
 /**
+ * The approval question of a plain write, asked through MCP elicitation on the call's own request stream —
+ * only when the client declared the capability. A failed or unanswered elicitation counts as `cancel`.
+ */
+const elicitFor = (server: Server, extra: Extra) =>
+  server.getClientCapabilities()?.elicitation === undefined ? undefined : (message: string) =>
+    Effect.promise((): Promise<ElicitAnswer> =>
+      extra.sendRequest({
+        method: "elicitation/create",
+        params: {
+          message,
+          requestedSchema: {
+            type: "object",
+            properties: { approve: { type: "boolean", title: "Approve", description: "allow this one call" } }
+          }
+        }
+      }, ElicitResultSchema).then(
+        (r) => r.action === "accept" ? (r.content?.approve === false ? "decline" : "accept") : r.action,
+        () => "cancel"
+      )
+    )
+
+/**
  * The SDK's low-level `Server` over our registry: raw JSON Schemas from the Effect Schemas, every call
  * through the Dispatcher. One per MCP session; nothing that matters lives in it.
  */
@@ -53,8 +76,15 @@ export const makeMcpServer = (options: McpServerOptions): Server => {
   server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
     const caller = await options.resolveCaller(extra)
     if (!caller) return unauthenticated
-    const outcome = await options.runPromise(options.dispatcher.call(caller, request.params.name, request.params.arguments))
+    const outcome = await options.runPromise(options.dispatcher.call(caller, request.params.name, request.params.arguments, {
+      elicit: elicitFor(server, extra)
+    }))
     return toCallToolResult(outcome)
   })
+  // forward run-time surface changes as notifications/tools/list_changed while connected
+  const unsubscribe = options.dispatcher.registry.changes.subscribe(() => {
+    if (server.transport) server.sendToolListChanged().catch(() => undefined)
+  })
+  server.onclose = unsubscribe
   return server
 }

@@ -1,5 +1,9 @@
 import { Unauthenticated } from "../domain/Errors.js"
 import type * as E from "../domain/Errors.js"
+import type * as K from "../domain/Knowledge.js"
+import type * as L from "../domain/Ledger.js"
+import type * as S from "../domain/Sandbox.js"
+import type * as W from "../domain/Waits.js"
 
 /**
  * Every refusal a tool can return. A service adds its refusals here and to `CODES`; the compiler then
@@ -17,6 +21,17 @@ export type Refusal =
   | E.PayloadTooLarge
   | E.UnknownRecipient
   | E.AmbiguousRecipient
+  | K.InvalidGroundingSource
+  | L.HeadMoved
+  | L.EvidenceDowngrade
+  | L.SelfCertification
+  | L.InvalidTransition
+  | S.SandboxTimeout
+  | S.SandboxMemoryLimit
+  | S.SandboxCallCap
+  | S.SandboxError
+  | S.InnerRefusal
+  | W.WaitCycle
 
 /** The stable codes of DESIGN.md "Refusal codes", one per refusal tag, and the HTTP status of the REST path. */
 const CODES: { readonly [K in Refusal["_tag"]]: readonly [code: string, httpStatus: number] } = {
@@ -30,7 +45,19 @@ const CODES: { readonly [K in Refusal["_tag"]]: readonly [code: string, httpStat
   NotFound: ["not_found", 404],
   PayloadTooLarge: ["payload_too_large", 413],
   UnknownRecipient: ["unknown_recipient", 400],
-  AmbiguousRecipient: ["ambiguous_recipient", 400]
+  AmbiguousRecipient: ["ambiguous_recipient", 400],
+  InvalidGroundingSource: ["invalid_grounding_source", 422],
+  HeadMoved: ["head_moved", 409],
+  EvidenceDowngrade: ["evidence_downgrade", 409],
+  SelfCertification: ["self_certification", 403],
+  InvalidTransition: ["invalid_transition", 409],
+  SandboxTimeout: ["sandbox_timeout", 408],
+  SandboxMemoryLimit: ["sandbox_memory_limit", 422],
+  SandboxCallCap: ["sandbox_call_cap", 429],
+  SandboxError: ["sandbox_error", 422],
+  // an inner call's refusal passed through by execute_code: refusalBody uses its own `code`
+  InnerRefusal: ["sandbox_error", 422],
+  WaitCycle: ["wait_cycle", 409]
 }
 
 export interface RefusalBody {
@@ -41,6 +68,7 @@ export interface RefusalBody {
 
 /** `{ code, message, ...details }`: the refusal's own fields are its details. */
 export const refusalBody = (refusal: Refusal): RefusalBody => {
+  if (refusal._tag === "InnerRefusal") return { ...refusal.details, code: refusal.code, message: refusal.message }
   const details: Record<string, unknown> = {}
   for (const [key, value] of Object.entries(refusal)) {
     if (key !== "_tag" && key !== "message" && key !== "stack" && key !== "cause" && value !== undefined) {

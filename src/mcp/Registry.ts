@@ -1,5 +1,6 @@
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import { decideAccess } from "../domain/Access.js"
+import { ApprovalArgs } from "../domain/Approvals.js"
 import type { AccessClass, Caller } from "../domain/Auth.js"
 import { EnvelopeFields } from "../domain/Envelope.js"
 import type { ListProjection } from "../domain/Projection.js"
@@ -27,6 +28,8 @@ export interface ToolContext {
   readonly invoke: (name: string, args: unknown) => Effect.Effect<InvokeOutcome>
   /** the canonical names of every registered tool (reflection for the sandbox's camelCase mapping) */
   readonly toolNames: ReadonlyArray<string>
+  /** the registry this call runs in (reflection for the catalog and the SDK types) */
+  readonly registry: Registry
 }
 
 /** What `invoke` returns: the tool's body (envelope included) or its refusal body. */
@@ -99,7 +102,7 @@ export interface ListedTool {
 
 /** The envelope's properties added to every tool's output schema (refusals are `isError` text, not structured). */
 const withEnvelope = (schema: Record<string, unknown>): Record<string, unknown> => {
-  const envelope = toJsonSchema(EnvelopeFields)
+  const envelope = slimEnvelope(toJsonSchema(EnvelopeFields))
   return {
     ...schema,
     type: "object",
@@ -110,7 +113,11 @@ const withEnvelope = (schema: Record<string, unknown>): Record<string, unknown> 
 
 /** The arguments a tool decodes: its own, plus `compact`/`fields` when it returns a projectable list. */
 export const effectiveInput = (tool: Tool): Schema.Schema<any, any, never> =>
-  tool.projection ? Schema.extend(tool.input as Schema.Schema<any, any, never>, ProjectionArgs) : tool.input
+  withApprovalArgs(tool, tool.projection ? Schema.extend(tool.input as Schema.Schema<any, any, never>, ProjectionArgs) : tool.input)
+
+/** Write and elevated tools also take `approval_id` (repeat a call the owner approved; see Approvals). */
+const withApprovalArgs = (tool: Tool, input: Schema.Schema<any, any, never>): Schema.Schema<any, any, never> =>
+  tool.access === "write" || tool.access === "elevated" ? Schema.extend(input, ApprovalArgs) : input
 
 /** A projected row may lack any key, so the advertised row schema requires none. */
 const projectedOutput = (tool: Tool, schema: Record<string, unknown>) => {
@@ -124,14 +131,99 @@ const projectedOutput = (tool: Tool, schema: Record<string, unknown>) => {
   return schema
 }
 
+/**
+ * Run-time changes of the tool surface: whoever changes what a registry advertises calls `notify()`;
+ * every connected MCP server forwards it as `notifications/tools/list_changed`.
+ */
+export interface SurfaceChanges {
+  readonly subscribe: (listener: () => void) => () => void
+  readonly notify: () => void
+}
+
+export const makeSurfaceChanges = (): SurfaceChanges => {
+  const listeners = new Set<() => void>()
+  return {
+    subscribe: (listener) => {
+      listeners.add(listener)
+      return () => void listeners.delete(listener)
+    },
+    notify: () => [...listeners].forEach((listener) => listener())
+  }
+}
+
 export interface Registry {
   readonly tools: ReadonlyArray<Tool>
+  /** run-time surface changes (`tools/list_changed`) */
+  readonly changes: SurfaceChanges
   /** by canonical or underscore name */
   readonly lookup: (name: string) => Option.Option<Tool>
   /** the tools a profile may call (anything not `forbidden`), as MCP `tools/list` entries */
   readonly listFor: (profile: Caller["profile"], naming: ToolNaming) => ReadonlyArray<ListedTool>
   readonly inputJsonSchema: (tool: Tool) => Record<string, unknown>
   readonly outputJsonSchema: (tool: Tool) => Record<string, unknown>
+}
+
+/** MCP wants `type: "object"` at the root; `Schema.Struct({})` (a tool without arguments) becomes `{}`'s anyOf. */
+const objectRoot = (schema: Record<string, unknown>): Record<string, unknown> =>
+  schema.type !== "object" && schema.properties === undefined && Array.isArray(schema.anyOf) &&
+    schema.anyOf.every((m: any) => m?.type === "object" || m?.type === "array")
+    ? { type: "object", properties: {} }
+    : schema
+
+/**
+ * The envelope in every outputSchema: all its fields, typed but not spelled out (the server instructions
+ * explain them; their full shape is in DESIGN.md and get_sdk_types' `Envelope`). In full, repeated in
+ * every tool, it was a third of tools/list.
+ */
+const slimEnvelope = (envelope: Record<string, unknown>): Record<string, unknown> => {
+  const properties: Record<string, any> = { ...(envelope.properties as object) }
+  for (const [k, v] of Object.entries(properties)) properties[k] = { type: v?.type }
+  return { ...envelope, properties }
+}
+
+/** Effect's stock descriptions of refinements: the constraint keyword beside them already says it. */
+const STOCK_DESCRIPTIONS = [
+  /^a string at (least|most) \d+ character\(s\)( and at most \d+ character\(s\))? long$/,
+  /^a string (matching the pattern|starting with|ending with|including) .+$/s,
+  /^an? (integer|finite number|positive number|negative number|non-negative number|non-positive number|number excluding NaN|non empty string|Universally Unique Identifier|string with no leading or trailing whitespace|lowercase string|uppercase string)$/,
+  /^a number (greater|less) than (or equal to )?\S+$/,
+  /^a number between \S+ and \S+$/,
+  /^an array of (at least|at most|exactly) \d+ item\(s\)$/
+]
+
+const isEmptyObject = (v: unknown) => typeof v === "object" && v !== null && !Array.isArray(v) && Object.keys(v).length === 0
+/** keywords whose values are data, not schemas: never rewritten */
+const DATA_KEYWORDS = new Set(["enum", "const", "default", "examples"])
+
+/**
+ * tools/list economy (the whole surface must stay ≤ 8k tokens): drop what tells a model nothing —
+ * `additionalProperties: false` (excess arguments are ignored anyway), Effect's generated `title`s and stock
+ * descriptions, empty `required`/`properties`, `additionalProperties: {}` — and write a nullable simple type
+ * as a type list. Validation keywords are kept.
+ */
+
+export const slimJsonSchema = (node: unknown): unknown => {
+  if (Array.isArray(node)) return node.map(slimJsonSchema)
+  if (typeof node !== "object" || node === null) return node
+  const out: Record<string, unknown> = {}
+  for (const [k, v] of Object.entries(node)) {
+    if (k === "additionalProperties" && v === false) continue
+    if (k === "title" && typeof v === "string") continue
+    if (k === "required" && Array.isArray(v) && v.length === 0) continue
+    if ((k === "properties" || k === "additionalProperties") && isEmptyObject(v)) continue
+    if (k === "description" && typeof v === "string" && STOCK_DESCRIPTIONS.some((re) => re.test(v))) continue
+    out[k] = DATA_KEYWORDS.has(k)
+      ? v
+      : k === "properties" || k === "patternProperties"
+      ? Object.fromEntries(Object.entries(v as object).map(([name, p]) => [name, slimJsonSchema(p)]))
+      : slimJsonSchema(v)
+  }
+  const anyOf = out.anyOf as Array<Record<string, unknown>> | undefined
+  if (Array.isArray(anyOf) && anyOf.length > 1 && anyOf.every((m) => typeof m.type === "string" && Object.keys(m).length === 1)) {
+    const { anyOf: _, ...rest } = out
+    return { ...rest, type: anyOf.map((m) => m.type) }
+  }
+  return out
 }
 
 export const makeRegistry = (tools: ReadonlyArray<Tool>): Registry => {
@@ -145,17 +237,18 @@ export const makeRegistry = (tools: ReadonlyArray<Tool>): Registry => {
   const outputs = new Map<Tool, Record<string, unknown>>()
   const inputJsonSchema = (tool: Tool) => {
     let s = inputs.get(tool)
-    if (!s) inputs.set(tool, s = toJsonSchema(effectiveInput(tool)))
+    if (!s) inputs.set(tool, s = slimJsonSchema(objectRoot(toJsonSchema(effectiveInput(tool)))) as Record<string, unknown>)
     return s
   }
   const outputJsonSchema = (tool: Tool) => {
     let s = outputs.get(tool)
-    if (!s) outputs.set(tool, s = withEnvelope(projectedOutput(tool, toJsonSchema(tool.output))))
+    if (!s) outputs.set(tool, s = slimJsonSchema(withEnvelope(projectedOutput(tool, toJsonSchema(tool.output)))) as Record<string, unknown>)
     return s
   }
   const lists = new Map<string, ReadonlyArray<ListedTool>>()
   return {
     tools,
+    changes: makeSurfaceChanges(),
     lookup: (name) => Option.fromNullable(byName.get(canonicalName(name))),
     inputJsonSchema,
     outputJsonSchema,

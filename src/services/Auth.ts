@@ -6,10 +6,8 @@ import type { AccessClass, Caller, ConnectionInfo, Profile } from "../domain/Aut
 import { ConnectionId, ConnectionName, connectionShort, UserId } from "../domain/Auth.js"
 import {
   AmbiguousRecipient,
-  ApprovalRequired,
   ForbiddenProfile,
   NotFound,
-  OwnerApprovalRequired,
   Unauthenticated,
   UnknownRecipient,
   ValidationError
@@ -67,6 +65,13 @@ export interface MintedConnection {
   /** shown once; only its hash is stored */
   readonly bearer: string
 }
+
+/** Told, inside the revoking transaction, that a connection was revoked. */
+export type RevokeObserver = (revoked: {
+  readonly userId: string
+  readonly connectionId: string
+  readonly at: string
+}) => Effect.Effect<void>
 
 const OWNER = "owner"
 const decodeName = Schema.decodeUnknown(ConnectionName)
@@ -209,10 +214,19 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
         )
       })
 
+    const revokeObservers: Array<RevokeObserver> = []
+    /**
+     * Register a hook run inside the revocation's transaction (Waits resolves the waits on a revoked
+     * connection then, not at their deadline). An observer must not fail; a defect rolls the revocation back.
+     */
+    const onRevoke = (observer: RevokeObserver) => Effect.sync(() => void revokeObservers.push(observer))
+
     const revoke = Effect.fn("Auth.revoke")(function*(selector: string, user?: string) {
       const target = yield* resolveForCli(selector, user)
-      yield* sql`UPDATE connections SET revoked_at = ${yield* nowIso} WHERE id = ${target.connection_id} AND revoked_at IS NULL`
+      const now = yield* nowIso
+      yield* sql`UPDATE connections SET revoked_at = ${now} WHERE id = ${target.connection_id} AND revoked_at IS NULL`
         .pipe(Effect.orDie)
+      for (const observer of revokeObservers) yield* observer({ userId: target.user_id, connectionId: target.connection_id, at: now })
       return toInfo(Option.getOrThrow(yield* Effect.orDie(findById(target.connection_id))))
     }, sql.withTransaction, Effect.catchTag("SqlError", Effect.die))
 
@@ -255,27 +269,32 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
 
     /**
      * The access rules of DESIGN "Profiles and access", the one function every tool call passes
-     * through. Approvals are decided by the Approvals service once it exists; until a decision
-     * is recorded the call is refused with the code that tells the agent what it needs.
+     * through. A forbidden class is refused here; a call that needs an approval ("approval" for an
+     * assistant's write, "owner_approval" for any elevated tool) is handed to the Approvals flow by the
+     * dispatcher, which binds a pending approval to the exact arguments and waits for the decision.
      */
-    const authorize = (caller: Caller, tool: { readonly name: string; readonly access: AccessClass }) => {
+    const authorize = (
+      caller: Caller,
+      tool: { readonly name: string; readonly access: AccessClass }
+    ): Effect.Effect<"allow" | "approval" | "owner_approval", ForbiddenProfile> => {
       const decision = decideAccess(caller.profile, tool.access)
-      switch (decision) {
-        case "allow":
-          return Effect.void
-        case "forbidden":
-          return Effect.fail(new ForbiddenProfile({ tool: tool.name, profile: caller.profile, access: tool.access }))
-        case "approval":
-          return Effect.fail(
-            new ApprovalRequired({ tool: tool.name, reason: "an assistant connection needs a per-call approval for every write" })
-          )
-        case "owner_approval":
-          return Effect.fail(
-            new OwnerApprovalRequired({ tool: tool.name, reason: "elevated tools always need the owner's explicit gesture" })
-          )
-      }
+      return decision === "forbidden"
+        ? Effect.fail(new ForbiddenProfile({ tool: tool.name, profile: caller.profile, access: tool.access }))
+        : Effect.succeed(decision)
     }
 
-    return { createConnection, bootstrapOwner, list, resolve, revoke, rename, authenticate, touch, get, authorize } as const
+    return {
+      createConnection,
+      bootstrapOwner,
+      list,
+      resolve,
+      revoke,
+      onRevoke,
+      rename,
+      authenticate,
+      touch,
+      get,
+      authorize
+    } as const
   })
 }) {}

@@ -1,0 +1,163 @@
+import { Schema } from "effect"
+
+/**
+ * Coordination: typed posts between the connections of one user, a per-connection inbox, and the
+ * lifecycle of `arc:` channels. Posts are NOT facts: they are agent-to-agent chatter and never become
+ * grounding for knowledge.
+ */
+
+/** The fixed post kinds. The tool's Schema is built from this constant; nothing else lists them. */
+export const VALID_POST_KINDS = [
+  "question",
+  "answer",
+  "claim",
+  "decision",
+  "status",
+  "heartbeat",
+  "brief",
+  "closeout"
+] as const
+export const PostKind = Schema.Literal(...VALID_POST_KINDS)
+export type PostKind = typeof PostKind.Type
+
+/** Channels are free-form text; `arc:<name>` and `branch:<name>` are conventions, not types. */
+export const ARC_PREFIX = "arc:"
+export const isArcChannel = (channel: string) => channel.startsWith(ARC_PREFIX)
+
+export const ChannelName = Schema.String.pipe(
+  Schema.minLength(1),
+  Schema.maxLength(200),
+  Schema.pattern(/\S/, { message: () => "a channel name needs a non-blank character" })
+).annotations({ description: "free-form; `arc:<name>` channels are archived by a closeout" })
+
+export const PostId = Schema.String.pipe(Schema.pattern(/^post-[0-9a-f-]{36}$/), Schema.brand("PostId"))
+export type PostId = typeof PostId.Type
+
+/** `closeout.review_requested` is required on every closeout and never inferred. */
+export const CloseoutInfo = Schema.Struct({
+  review_requested: Schema.Boolean.annotations({
+    description: "true = the arc awaits a verdict: the channel stays open"
+  })
+})
+export type CloseoutInfo = typeof CloseoutInfo.Type
+
+/** What a caller may post (the tool's arguments; limits are checked by the service against Config). */
+export const PostInput = Schema.Struct({
+  channel: ChannelName,
+  kind: PostKind,
+  body: Schema.String,
+  references: Schema.optional(Schema.Array(Schema.String)).annotations({
+    description: "pointers at primary sources (a post is never itself a source)"
+  }),
+  payload: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown })).annotations({
+    description: "bounded structured data (≤ 8 KiB JSON, depth ≤ 8)"
+  }),
+  to: Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200))).annotations({
+    description: "recipient: full connection id, 8-char short id, or name"
+  }),
+  closeout: Schema.optional(CloseoutInfo).annotations({ description: "required when kind is closeout" }),
+  based_on_seq: Schema.optional(Schema.Int.pipe(Schema.nonNegative())).annotations({
+    description: "the last channel_seq you had seen when composing"
+  })
+})
+export type PostInput = typeof PostInput.Type
+
+/** The write receipt. */
+export const PostReceipt = Schema.Struct({
+  post_id: Schema.String,
+  channel: Schema.String,
+  channel_seq: Schema.Number,
+  created_at: Schema.String,
+  warning: Schema.optional(Schema.String)
+})
+export type PostReceipt = typeof PostReceipt.Type
+
+/**
+ * The row a write produced, as handed to internal callers (Waits) and post observers. `author` is the
+ * authenticated connection; `to_connection_id` the resolved recipient.
+ */
+export interface PostWritten extends PostReceipt {
+  readonly user_id: string
+  readonly kind: PostKind
+  readonly author: string
+  readonly to_connection_id: string | null
+  readonly based_on_seq: number | null
+  /** the channel's archived state after this write */
+  readonly archived: boolean
+}
+
+/** One inbox row. `agent_name` is joined live; `connection_short` never moves. */
+export const PostRow = Schema.Struct({
+  post_id: Schema.String,
+  channel: Schema.String,
+  channel_seq: Schema.Number,
+  kind: PostKind,
+  body: Schema.String,
+  references: Schema.Array(Schema.String),
+  payload: Schema.NullOr(Schema.Record({ key: Schema.String, value: Schema.Unknown })),
+  connection_id: Schema.String,
+  connection_short: Schema.String,
+  agent_name: Schema.String,
+  to: Schema.NullOr(Schema.String),
+  to_connection_id: Schema.NullOr(Schema.String),
+  to_agent_name: Schema.NullOr(Schema.String),
+  based_on_seq: Schema.NullOr(Schema.Number),
+  behind_by: Schema.NullOr(Schema.Number).annotations({
+    description: ">0: composed before that many later posts in the channel (based_on_seq behind)"
+  }),
+  unread: Schema.Boolean,
+  created_at: Schema.String
+})
+export type PostRow = typeof PostRow.Type
+
+/** The curated keys of `compact: true` (channel + channel_seq identify a post; `fields` gives any other key). */
+export const POST_ROW_COMPACT = ["channel", "channel_seq", "kind", "agent_name", "body"] as const
+
+export const ChannelSummary = Schema.Struct({
+  channel: Schema.String,
+  last_seq: Schema.Number,
+  unread: Schema.Number,
+  last_post_at: Schema.String,
+  archived: Schema.Boolean
+})
+export type ChannelSummary = typeof ChannelSummary.Type
+
+export const InboxInput = Schema.Struct({
+  channel: Schema.optional(ChannelName).annotations({ description: "only this channel (archived or not)" }),
+  kinds: Schema.optional(Schema.Array(PostKind)),
+  limit: Schema.optional(Schema.Int.pipe(Schema.positive())).annotations({ description: "default 50, max 200" }),
+  cursor: Schema.optional(Schema.String).annotations({ description: "from a previous reply: pages forward" }),
+  unread_only: Schema.optional(Schema.Boolean).annotations({
+    description: "default true; false = history (read and own posts too)"
+  }),
+  include_heartbeats: Schema.optional(Schema.Boolean),
+  include_archived: Schema.optional(Schema.Boolean),
+  peek: Schema.optional(Schema.Boolean).annotations({ description: "read without marking read" })
+})
+export type InboxInput = typeof InboxInput.Type
+
+export const InboxResult = Schema.Struct({
+  posts: Schema.Array(PostRow),
+  unread_count: Schema.Number.annotations({ description: "global: not narrowed by the channel filter" }),
+  channels: Schema.Array(ChannelSummary),
+  cursor: Schema.NullOr(Schema.String)
+})
+export type InboxResult = typeof InboxResult.Type
+
+export const BeaconInput = Schema.Struct({
+  status: Schema.optional(Schema.String.pipe(Schema.maxLength(2000))),
+  channel: Schema.optional(ChannelName).annotations({ description: "default `beacon`" })
+})
+export type BeaconInput = typeof BeaconInput.Type
+
+export const BeaconResult = Schema.Struct({
+  post_id: Schema.String,
+  channel: Schema.String,
+  channel_seq: Schema.Number,
+  created_at: Schema.String,
+  last_seen_at: Schema.String,
+  warning: Schema.optional(Schema.String)
+})
+export type BeaconResult = typeof BeaconResult.Type
+
+export const BEACON_CHANNEL = "beacon"

@@ -1,0 +1,102 @@
+import { Schema } from "effect"
+
+/**
+ * `sophia.execute_code`: an agent's TypeScript snippet run in an isolate, composing many tool calls in
+ * one round trip. Limits are DESIGN "Limits" (heap 8 MB, 10 s default / 30 s max, 50 sophia calls).
+ */
+
+export const SANDBOX_HEAP_MB = 8
+export const SANDBOX_DEFAULT_TIMEOUT_MS = 10_000
+export const SANDBOX_MAX_TIMEOUT_MS = 30_000
+export const SANDBOX_CALL_CAP = 50
+/** snippet source, in characters */
+export const SANDBOX_MAX_CODE_CHARS = 64 * 1024
+/** the JSON of the returned value, and of one inner call's arguments */
+export const SANDBOX_MAX_RESULT_BYTES = 512 * 1024
+export const SANDBOX_MAX_ARGS_BYTES = 256 * 1024
+/** console output kept per run: lines, and characters per line */
+export const SANDBOX_MAX_LOG_LINES = 100
+export const SANDBOX_MAX_LOG_LINE_CHARS = 1000
+
+export const ExecuteCodeInput = Schema.Struct({
+  code: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(SANDBOX_MAX_CODE_CHARS)).annotations({
+    description: "TypeScript: the body of an async function"
+  }),
+  timeout_ms: Schema.optional(
+    Schema.Int.pipe(Schema.between(1, SANDBOX_MAX_TIMEOUT_MS)).annotations({
+      description: "wall-clock deadline"
+    })
+  )
+})
+export type ExecuteCodeInput = typeof ExecuteCodeInput.Type
+
+export const ExecuteCodeOutput = Schema.Struct({
+  result: Schema.Unknown,
+  sophia_calls: Schema.Int,
+  execution_time_ms: Schema.Number,
+  logs: Schema.Array(Schema.String)
+})
+export type ExecuteCodeOutput = typeof ExecuteCodeOutput.Type
+
+/** The envelope fields every tool body carries; stripped from inner results (the outer reply carries them). */
+export const ENVELOPE_KEYS: ReadonlyArray<string> = ["_inbox_unread", "_blocking", "_wait_resolved"]
+
+export class SandboxTimeout extends Schema.TaggedError<SandboxTimeout>()("SandboxTimeout", {
+  timeout_ms: Schema.Number,
+  sophia_calls: Schema.Int,
+  logs: Schema.Array(Schema.String)
+}) {
+  override get message() {
+    return `the snippet did not finish within ${this.timeout_ms} ms (wall clock, host calls included); its isolate was disposed`
+  }
+}
+
+export class SandboxMemoryLimit extends Schema.TaggedError<SandboxMemoryLimit>()("SandboxMemoryLimit", {
+  limit_mb: Schema.Number,
+  sophia_calls: Schema.Int
+}) {
+  override get message() {
+    return `the snippet exceeded the isolate's ${this.limit_mb} MB heap; it was stopped`
+  }
+}
+
+export class SandboxCallCap extends Schema.TaggedError<SandboxCallCap>()("SandboxCallCap", {
+  limit: Schema.Int
+}) {
+  override get message() {
+    return `a snippet may make at most ${this.limit} sophia calls; call ${this.limit + 1} was refused and the run stopped`
+  }
+}
+
+export class SandboxError extends Schema.TaggedError<SandboxError>()("SandboxError", {
+  /** the agent's error message, or what went wrong with the run */
+  detail: Schema.String,
+  /** the error's name (TypeError, SyntaxError, …) when the snippet threw */
+  error_name: Schema.optional(Schema.String),
+  /** the agent's stack frames, mapped to its own snippet lines (`snippet.ts:LINE:COL`) */
+  agent_stack: Schema.optional(Schema.String),
+  sophia_calls: Schema.optional(Schema.Int),
+  logs: Schema.optional(Schema.Array(Schema.String))
+}) {
+  override get message() {
+    return this.detail
+  }
+}
+
+/**
+ * An inner call's refusal that the snippet did not catch: it becomes `execute_code`'s own refusal with
+ * the same code and details (the refusal table passes `code` through instead of mapping the tag).
+ */
+export class InnerRefusal extends Schema.TaggedError<InnerRefusal>()("InnerRefusal", {
+  code: Schema.String,
+  reason: Schema.String,
+  /** the inner tool's canonical name */
+  tool: Schema.String,
+  details: Schema.Record({ key: Schema.String, value: Schema.Unknown })
+}) {
+  override get message() {
+    return `${this.tool}: ${this.reason}`
+  }
+}
+
+export type SandboxRefusal = SandboxTimeout | SandboxMemoryLimit | SandboxCallCap | SandboxError | InnerRefusal

@@ -1,0 +1,207 @@
+import { SqlClient } from "@effect/sql"
+import { Clock, Config, Duration, Effect, Option } from "effect"
+import { randomUUID } from "node:crypto"
+import type { ApprovalInfo, ApprovalStatus, ElicitAnswer } from "../domain/Approvals.js"
+import { argsHash, boundArgs } from "../domain/Approvals.js"
+import type { Caller } from "../domain/Auth.js"
+import { ApprovalDenied, ApprovalRequired, NotFound, OwnerApprovalRequired, ValidationError } from "../domain/Errors.js"
+
+const nowIso = Effect.map(Clock.currentTimeMillis, (ms) => new Date(ms).toISOString())
+
+interface ApprovalRow {
+  readonly id: string
+  readonly user_id: string
+  readonly connection_id: string
+  readonly tool: string
+  readonly access: string
+  readonly args_hash: string
+  readonly args: string
+  readonly status: ApprovalStatus
+  readonly created_at: string
+  readonly decided_at: string | null
+  readonly decided_via: string | null
+  readonly executed_at: string | null
+  readonly result: string | null
+}
+
+/** The gate a call passes when its access decision is not a plain `allow`. */
+export interface GateRequest<A, E> {
+  readonly caller: Caller
+  readonly tool: { readonly name: string; readonly access: string }
+  /** "approval": a plain write (elicitation may answer); "owner_approval": elevated (the owner's channel only) */
+  readonly decision: "approval" | "owner_approval"
+  /** the raw arguments of the call (`approval_id` included, ignored by the binding) */
+  readonly args: unknown
+  /** ask the client's user (MCP elicitation); absent when the client did not declare it */
+  readonly elicit?: ((message: string) => Effect.Effect<ElicitAnswer>) | undefined
+  /** the call itself; runs at most once per approval, and its JSON result is what every retry gets */
+  readonly execute: Effect.Effect<A, E>
+}
+
+/** A claim marker written by the conditional update that wins the right to execute (replaced by the result). */
+const CLAIM_PREFIX = "claim:"
+
+/**
+ * Approvals bound to (connection, tool, hash of the exact arguments). A gated call creates (or finds) its
+ * pending approval, asks through elicitation when it may, waits a bounded time for a decision
+ * (`SOPHIA_APPROVAL_WAIT_MS`), and then either runs — exactly once, claimed by a conditional update in the
+ * same transaction as the call's own writes — or is refused with the approval id to repeat the call with.
+ */
+export class Approvals extends Effect.Service<Approvals>()("sophia/Approvals", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const waitMs = yield* Config.integer("SOPHIA_APPROVAL_WAIT_MS").pipe(Config.withDefault(30_000), Effect.orDie)
+    const pollMs = Math.max(5, Math.min(250, Math.floor(waitMs / 10)))
+
+    const byId = (id: string) =>
+      Effect.map(sql<ApprovalRow>`SELECT * FROM approvals WHERE id = ${id}`, (rows) => Option.fromNullable(rows[0]))
+
+    const create = (caller: Caller, tool: { readonly name: string; readonly access: string }, args: unknown, hash: string) =>
+      Effect.gen(function*() {
+        const id = `apr-${randomUUID()}`
+        yield* sql`INSERT INTO approvals (id, user_id, connection_id, tool, access, args_hash, args, status, created_at)
+          VALUES (${id}, ${caller.userId}, ${caller.connectionId}, ${tool.name}, ${tool.access}, ${hash},
+                  ${JSON.stringify(boundArgs(args))}, 'pending', ${yield* nowIso})`
+        return Option.getOrThrow(yield* byId(id))
+      })
+
+    /** The approval this call is bound to: the one it names when it matches, else an open one for the same binding, else a new one. */
+    const bind = (caller: Caller, tool: { readonly name: string; readonly access: string }, args: unknown) =>
+      Effect.gen(function*() {
+        const hash = argsHash(args)
+        const named = typeof args === "object" && args !== null && typeof (args as any).approval_id === "string"
+          ? (args as { approval_id: string }).approval_id
+          : undefined
+        if (named !== undefined) {
+          const row = yield* byId(named)
+          // an approval is bound to its caller, tool and arguments: anything else needs a new approval
+          if (
+            Option.isSome(row) && row.value.connection_id === caller.connectionId && row.value.tool === tool.name &&
+            row.value.args_hash === hash
+          ) return row.value
+        }
+        const open = yield* sql<ApprovalRow>`SELECT * FROM approvals WHERE connection_id = ${caller.connectionId}
+          AND tool = ${tool.name} AND args_hash = ${hash} AND status IN ('pending', 'approved')
+          ORDER BY created_at, id LIMIT 1`
+        if (open.length > 0) return open[0]
+        return yield* create(caller, tool, args, hash)
+      }).pipe(sql.withTransaction)
+
+    const setDecision = (id: string, status: "approved" | "denied", via: string) =>
+      Effect.gen(function*() {
+        yield* sql`UPDATE approvals SET status = ${status}, decided_at = ${yield* nowIso}, decided_via = ${via}
+          WHERE id = ${id} AND status = 'pending'`
+        return Option.getOrThrow(yield* byId(id))
+      }).pipe(sql.withTransaction)
+
+    /** Poll the approval until it leaves `pending` or the bounded wait is over. */
+    const awaitDecision = (id: string) =>
+      Effect.gen(function*() {
+        const deadline = (yield* Clock.currentTimeMillis) + waitMs
+        while (true) {
+          const row = Option.getOrThrow(yield* byId(id))
+          if (row.status !== "pending") return row
+          const now = yield* Clock.currentTimeMillis
+          if (now >= deadline) return row
+          yield* Effect.sleep(Duration.millis(Math.min(pollMs, deadline - now)))
+        }
+      })
+
+    /**
+     * Run the call of an approved approval, once. The conditional update claims it (only one caller can move
+     * it from `approved`); the call's own writes and the stored result commit in the same transaction, so a
+     * refused or failed call releases the claim and writes nothing. Every later retry gets the stored result.
+     */
+    const executeOnce = <A, E>(id: string, execute: Effect.Effect<A, E>) =>
+      Effect.gen(function*() {
+        const token = CLAIM_PREFIX + randomUUID()
+        yield* sql`UPDATE approvals SET status = 'executed', executed_at = ${yield* nowIso}, result = ${token}
+          WHERE id = ${id} AND status = 'approved'`
+        const row = Option.getOrThrow(yield* byId(id))
+        if (row.result !== token) return JSON.parse(row.result ?? "null") as A
+        const result = yield* execute
+        yield* sql`UPDATE approvals SET result = ${JSON.stringify(result)} WHERE id = ${id}`
+        return result
+      }).pipe(sql.withTransaction)
+
+    const pendingRefusal = (request: { readonly tool: { readonly name: string }; readonly decision: string }, id: string) =>
+      request.decision === "owner_approval"
+        ? new OwnerApprovalRequired({
+          tool: request.tool.name,
+          approval_id: id,
+          reason: `elevated tools always need the owner's explicit gesture; the owner approves with \`sophia approvals approve ${id}\`, then repeat the same call with approval_id`
+        })
+        : new ApprovalRequired({
+          tool: request.tool.name,
+          approval_id: id,
+          reason: `this connection needs a per-call approval for writes; once the owner approves (\`sophia approvals approve ${id}\`), repeat the same call with approval_id`
+        })
+
+    /** The approval flow of one gated call (see the class comment). */
+    const gate = <A, E>(request: GateRequest<A, E>) =>
+      Effect.gen(function*() {
+        let row = yield* bind(request.caller, request.tool, request.args)
+        if (row.status === "pending" && request.decision === "approval" && request.elicit !== undefined) {
+          const answer = yield* request.elicit(
+            `Allow ${request.caller.name} (${request.caller.connectionShort}) to call ${request.tool.name} with ${
+              JSON.stringify(boundArgs(request.args)).slice(0, 2000)
+            }?`
+          )
+          if (answer !== "cancel") row = yield* setDecision(row.id, answer === "accept" ? "approved" : "denied", "elicitation")
+        }
+        if (row.status === "pending") row = yield* awaitDecision(row.id)
+        switch (row.status) {
+          case "pending":
+            return yield* pendingRefusal(request, row.id)
+          case "denied":
+            return yield* new ApprovalDenied({ tool: request.tool.name, approval_id: row.id })
+          case "approved":
+          case "executed":
+            return yield* executeOnce(row.id, request.execute)
+        }
+      }).pipe(
+        Effect.catchTag("SqlError", Effect.die),
+        Effect.withSpan("Approvals.gate", { attributes: { tool: request.tool.name } })
+      )
+
+    const toInfo = (r: ApprovalRow & { user_name: string; connection_name: string }): ApprovalInfo => ({
+      approval_id: r.id,
+      status: r.status,
+      tool: r.tool,
+      access: r.access,
+      user_name: r.user_name,
+      connection_id: r.connection_id,
+      connection_name: r.connection_name,
+      args: JSON.parse(r.args),
+      args_hash: r.args_hash,
+      created_at: r.created_at,
+      decided_at: r.decided_at,
+      decided_via: r.decided_via,
+      executed_at: r.executed_at
+    })
+
+    const selectInfo = sql`SELECT a.*, u.name AS user_name, c.name AS connection_name
+      FROM approvals a JOIN users u ON u.id = a.user_id JOIN connections c ON c.id = a.connection_id`
+
+    /** The owner's view: pending approvals (or all of them), oldest first. */
+    const list = Effect.fn("Approvals.list")(function*(options: { readonly all?: boolean } = {}) {
+      const rows = yield* sql<ApprovalRow & { user_name: string; connection_name: string }>`${selectInfo}
+        ${options.all === true ? sql`` : sql`WHERE a.status = 'pending'`} ORDER BY a.created_at, a.id`
+      return rows.map(toInfo)
+    }, Effect.catchTag("SqlError", Effect.die))
+
+    /** The owner's gesture: approve or deny a pending approval (through the CLI now, the portal later). */
+    const decide = Effect.fn("Approvals.decide")(function*(id: string, decision: "approved" | "denied", via = "cli") {
+      const row = yield* byId(id)
+      if (Option.isNone(row)) return yield* new NotFound({ what: "approval", id })
+      if (row.value.status !== "pending") {
+        return yield* new ValidationError({ detail: `approval ${id} is already ${row.value.status}` })
+      }
+      yield* setDecision(id, decision, via)
+      const rows = yield* sql<ApprovalRow & { user_name: string; connection_name: string }>`${selectInfo} WHERE a.id = ${id}`
+      return toInfo(rows[0])
+    }, Effect.catchTag("SqlError", Effect.die))
+
+    return { gate, list, decide, waitMs } as const
+  })
+}) {}

@@ -1,0 +1,163 @@
+import canonicalize from "canonicalize"
+import { Config, Effect, Option } from "effect"
+import { createHash } from "node:crypto"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import type { Caller } from "../domain/Auth.js"
+import type { CatalogInput, CatalogOutput, CatalogTool, SdkTypesOutput } from "../domain/Catalog.js"
+import { NotFound } from "../domain/Errors.js"
+import { LEDGER_CONTRACT_HASH } from "../domain/Ledger.js"
+import { nearest } from "../domain/Names.js"
+import type { Registry, Tool } from "../mcp/Registry.js"
+import { generateDeclarations } from "../mcp/SdkTypes.js"
+
+type Profile = Caller["profile"]
+
+/** How many hex digits of the commit `server_git_sha` shows (as in `git log --oneline`). */
+const SHORT_SHA = 8
+
+const readText = (file: string): string | undefined => {
+  try {
+    return fs.readFileSync(file, "utf8")
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * The commit checked out where this code runs from: walk up from this module to the first `.git`
+ * (a directory, or a worktree's `gitdir:` file), resolve HEAD through loose or packed refs.
+ * No `git` binary needed; undefined outside a git checkout.
+ */
+export const gitShaOf = (start: string): string | undefined => {
+  let dir = start
+  for (;;) {
+    const dotGit = path.join(dir, ".git")
+    if (fs.existsSync(dotGit)) {
+      let gitDir = dotGit
+      if (fs.statSync(dotGit).isFile()) {
+        const m = /^gitdir:\s*(.+)\s*$/m.exec(readText(dotGit) ?? "")
+        if (!m) return undefined
+        gitDir = path.resolve(dir, m[1])
+      }
+      const commonRel = readText(path.join(gitDir, "commondir"))?.trim()
+      const commonDir = commonRel ? path.resolve(gitDir, commonRel) : gitDir
+      const head = readText(path.join(gitDir, "HEAD"))?.trim()
+      if (!head) return undefined
+      if (/^[0-9a-f]{40,64}$/.test(head)) return head
+      const ref = /^ref:\s*(\S+)$/.exec(head)?.[1]
+      if (!ref) return undefined
+      for (const base of [gitDir, commonDir]) {
+        const loose = readText(path.join(base, ref))?.trim()
+        if (loose && /^[0-9a-f]{40,64}$/.test(loose)) return loose
+      }
+      const packed = readText(path.join(commonDir, "packed-refs")) ?? ""
+      for (const line of packed.split("\n")) {
+        const [sha, name] = line.trim().split(" ")
+        if (name === ref && /^[0-9a-f]{40,64}$/.test(sha)) return sha
+      }
+      return undefined
+    }
+    const parent = path.dirname(dir)
+    if (parent === dir) return undefined
+    dir = parent
+  }
+}
+
+/** What the version hash covers: exactly the names, schemas, access classes and annotations. */
+const surfaceOf = (registry: Registry, tools: ReadonlyArray<Tool>) =>
+  tools.map((t) => ({
+    name: t.name,
+    access: t.access,
+    annotations: t.annotations,
+    input: registry.inputJsonSchema(t),
+    output: registry.outputJsonSchema(t)
+  }))
+
+/** SHA-256 (hex) of the RFC 8785 canonical JSON of a surface. */
+export const surfaceHash = (registry: Registry, tools: ReadonlyArray<Tool>): string =>
+  createHash("sha256").update(canonicalize(surfaceOf(registry, tools)) ?? "").digest("hex")
+
+/** The tools a profile is advertised: exactly `tools/list` (registry.listFor), in registry order. */
+export const advertisedTools = (registry: Registry, profile: Profile): ReadonlyArray<Tool> =>
+  registry.listFor(profile, "dotted").flatMap((listed) => Option.toArray(registry.lookup(listed.name)))
+
+interface ProfileView {
+  readonly tools: ReadonlyArray<Tool>
+  readonly versionHash: string
+  declarations?: string
+}
+
+/**
+ * The self-description of the tool surface, derived from the registry on every call (no hand-kept list):
+ * `capability_catalog` (tools grouped by capability, with access, annotations, schemas, a version hash of
+ * the surface and the build's git commit) and `get_sdk_types` (generated TypeScript declarations).
+ * What a caller sees is what its profile may call, the same filter as `tools/list`.
+ */
+export class Catalog extends Effect.Service<Catalog>()("sophia/Catalog", {
+  effect: Effect.gen(function*() {
+    const configured = yield* Config.option(Config.string("SOPHIA_GIT_SHA"))
+    const here = path.dirname(fileURLToPath(import.meta.url))
+    const fullSha = Option.getOrUndefined(configured) ?? gitShaOf(here)
+    const serverGitSha = fullSha ? fullSha.slice(0, SHORT_SHA) : "unknown"
+
+    // a registry never changes once built; derived views are cached per registry and profile
+    const views = new WeakMap<Registry, Map<Profile, ProfileView>>()
+    const viewOf = (registry: Registry, profile: Profile): ProfileView => {
+      let byProfile = views.get(registry)
+      if (!byProfile) views.set(registry, byProfile = new Map())
+      let view = byProfile.get(profile)
+      if (!view) {
+        const tools = advertisedTools(registry, profile)
+        byProfile.set(profile, view = { tools, versionHash: surfaceHash(registry, tools) })
+      }
+      return view
+    }
+
+    const describe = Effect.fn("Catalog.describe")(function*(registry: Registry, caller: Caller, input: CatalogInput) {
+      const view = viewOf(registry, caller.profile)
+      const groups: Record<string, Array<CatalogTool>> = {}
+      for (const tool of view.tools) {
+        if (input.group !== undefined && tool.group !== input.group) continue
+        ;(groups[tool.group] ??= []).push({
+          name: tool.name,
+          description: tool.description,
+          access: tool.access,
+          annotations: tool.annotations,
+          ...(input.brief === true
+            ? {}
+            : { input_schema: registry.inputJsonSchema(tool), output_schema: registry.outputJsonSchema(tool) })
+        })
+      }
+      if (input.group !== undefined && groups[input.group] === undefined) {
+        const known = new Set(view.tools.map((t) => t.group))
+        return yield* new NotFound({ what: "capability group", id: input.group, suggestions: nearest(input.group, known) })
+      }
+      return {
+        groups,
+        total_tools: view.tools.length,
+        version_hash: view.versionHash,
+        server_git_sha: serverGitSha,
+        ledger_contract_hash: LEDGER_CONTRACT_HASH
+      } satisfies CatalogOutput
+    })
+
+    const sdkTypes = Effect.fn("Catalog.sdkTypes")(function*(registry: Registry, caller: Caller) {
+      const view = viewOf(registry, caller.profile)
+      view.declarations ??= generateDeclarations(registry, view.tools)
+      return { declarations: view.declarations, version_hash: view.versionHash } satisfies SdkTypesOutput
+    })
+
+    /** The version hash of what `profile` is advertised. */
+    const versionHash = (registry: Registry, profile: Profile) => viewOf(registry, profile).versionHash
+
+    /** The catalog's headline for a session bootstrap (`sophia.orient`): no groups, no schemas. */
+    const summary = (registry: Registry, profile: Profile) => {
+      const view = viewOf(registry, profile)
+      return { total_tools: view.tools.length, version_hash: view.versionHash, server_git_sha: serverGitSha } as const
+    }
+
+    return { describe, sdkTypes, versionHash, summary, serverGitSha } as const
+  })
+}) {}

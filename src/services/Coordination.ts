@@ -1,0 +1,546 @@
+import { SqlClient } from "@effect/sql"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Clock, Config, Effect, Schema } from "effect"
+import { randomUUID } from "node:crypto"
+import type { Caller } from "../domain/Auth.js"
+import { connectionShort } from "../domain/Auth.js"
+import type {
+  BeaconInput,
+  BeaconResult,
+  ChannelSummary,
+  InboxInput,
+  InboxResult,
+  PostInput,
+  PostKind,
+  PostReceipt,
+  PostRow,
+  PostWritten
+} from "../domain/Coordination.js"
+import { BEACON_CHANNEL, isArcChannel, PostKind as PostKindSchema } from "../domain/Coordination.js"
+import { PayloadTooLarge, ValidationError } from "../domain/Errors.js"
+import { Auth } from "./Auth.js"
+
+/**
+ * Coordination: typed posts, the per-connection inbox, and the lifecycle of `arc:` channels.
+ *
+ * Counting. `unreadCount` runs on every response of every tool, so it is two primary-key lookups:
+ * `post_counters.visible` (the user's non-heartbeat posts in non-archived channels) minus
+ * `inbox_state.consumed` (those of them that are the connection's own or that it has read). Both are
+ * maintained inside the write transactions that change them: a post, a read that marks rows, and an
+ * archive / un-archive (which moves a whole channel's per-connection counts in or out of the totals;
+ * rare, O(connections that touched the channel)). The test suite checks the counters against the plain
+ * anti-join definition after random operations.
+ *
+ * Inbox scans. The default view (unread only) is an anti-join against `reads`, bounded below by a
+ * per-connection low-water mark (`inbox_state.lwm`, a post position below which nothing is unread in
+ * the default view; per channel `inbox_channel_state.lwm_pos`, the same within one channel). A marking
+ * read that saw everything up to some position advances it; re-opening a channel lowers the global one
+ * again for connections that had not read all of it. Indexes: (user_id, pos) and (user_id, channel, pos).
+ *
+ * Order. Each post gets the user's next position `pos` (allocated, like `channel_seq`, from a counter
+ * row updated in the insert's transaction); the inbox is ordered by it, which within a channel is the
+ * `channel_seq` order, and the cursor is a position.
+ *
+ * For services built on top (Waits): `post` may be called inside the caller's own transaction (it then
+ * runs in a savepoint) and returns the inserted row (`PostWritten`). `onPost(observer)` registers a hook
+ * that runs inside the write transaction right after each post is written (and its channel lifecycle
+ * applied): a wait can be resolved atomically with the post that satisfies it. An observer must not
+ * fail; a defect in it rolls the post back.
+ */
+
+export type PostObserver = (row: PostWritten) => Effect.Effect<void, never, never>
+
+const DbInt = Schema.Union(Schema.Number, Schema.NumberFromString)
+
+const DbPostRow = Schema.Struct({
+  id: Schema.String,
+  pos: DbInt,
+  channel: Schema.String,
+  channel_seq: DbInt,
+  kind: PostKindSchema,
+  body: Schema.String,
+  refs: Schema.parseJson(Schema.Array(Schema.String)),
+  payload: Schema.NullOr(Schema.parseJson(Schema.Record({ key: Schema.String, value: Schema.Unknown }))),
+  connection_id: Schema.String,
+  agent_name: Schema.String,
+  to_selector: Schema.NullOr(Schema.String),
+  to_connection_id: Schema.NullOr(Schema.String),
+  to_agent_name: Schema.NullOr(Schema.String),
+  based_on_seq: Schema.NullOr(DbInt),
+  created_at: Schema.String,
+  is_read: DbInt,
+  archived: DbInt
+})
+type DbPostRow = typeof DbPostRow.Type
+const decodePostRows = Schema.decodeUnknown(Schema.Array(DbPostRow))
+
+const DbChannelRow = Schema.Struct({
+  channel: Schema.String,
+  last_seq: DbInt,
+  unread: DbInt,
+  last_post_at: Schema.String,
+  archived: DbInt
+})
+const decodeChannelRows = Schema.decodeUnknown(Schema.Array(DbChannelRow))
+
+const CURSOR = /^p(\d{1,15})$/
+const encodeCursor = (pos: number) => `p${pos}`
+
+const MAX_CHANNELS_LISTED = 100
+const DEFAULT_INBOX_LIMIT = 50
+
+const nowIso = Effect.map(Clock.currentTimeMillis, (ms) => new Date(ms).toISOString())
+
+/** Nesting depth of a JSON value (a scalar is 0, `{}` is 1); stops counting past `cap` (cycles, abuse). */
+const jsonDepth = (value: unknown, cap: number): number => {
+  if (value === null || typeof value !== "object") return 0
+  if (cap <= 0) return 1
+  let deepest = 0
+  for (const v of Object.values(value as object)) {
+    const d = jsonDepth(v, cap - 1)
+    if (d > deepest) deepest = d
+    if (deepest >= cap) break
+  }
+  return 1 + deepest
+}
+
+const intConfig = (name: string, fallback: number) => Config.integer(name).pipe(Config.withDefault(fallback))
+
+export class Coordination extends Effect.Service<Coordination>()("sophia/Coordination", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const auth = yield* Auth
+    const limits = yield* Effect.orDie(Config.all({
+      bodyBytes: intConfig("SOPHIA_POST_BODY_MAX_BYTES", 32 * 1024),
+      payloadBytes: intConfig("SOPHIA_POST_PAYLOAD_MAX_BYTES", 8 * 1024),
+      payloadDepth: intConfig("SOPHIA_POST_PAYLOAD_MAX_DEPTH", 8),
+      references: intConfig("SOPHIA_POST_REFERENCES_MAX", 32),
+      referenceChars: intConfig("SOPHIA_POST_REFERENCE_MAX_CHARS", 512),
+      inboxLimit: intConfig("SOPHIA_INBOX_LIMIT_MAX", 200)
+    }))
+
+    const observers: Array<PostObserver> = []
+    /** Register a hook run inside every post's write transaction, after the row and its lifecycle are written. */
+    const onPost = (observer: PostObserver) => Effect.sync(() => void observers.push(observer))
+
+    // ---- validation (before anything is written) ----
+
+    const validate = (input: PostInput) =>
+      Effect.gen(function*() {
+        const bodyBytes = Buffer.byteLength(input.body, "utf8")
+        if (bodyBytes > limits.bodyBytes) {
+          return yield* new PayloadTooLarge({ what: "body", limit: limits.bodyBytes, actual: bodyBytes, unit: "bytes" })
+        }
+        if (input.body.trim().length === 0) return yield* new ValidationError({ detail: "body: must not be blank" })
+        const refs = input.references ?? []
+        if (refs.length > limits.references) {
+          return yield* new PayloadTooLarge({
+            what: "references",
+            limit: limits.references,
+            actual: refs.length,
+            unit: "items"
+          })
+        }
+        for (const [i, ref] of refs.entries()) {
+          if (ref.length > limits.referenceChars) {
+            return yield* new PayloadTooLarge({
+              what: `references[${i}]`,
+              limit: limits.referenceChars,
+              actual: ref.length,
+              unit: "characters"
+            })
+          }
+          if (ref.trim().length === 0) return yield* new ValidationError({ detail: `references[${i}]: must not be blank` })
+        }
+        let reviewRequested: boolean | null = null
+        const rawCloseout = input.payload?.closeout
+        const payloadCloseout = typeof rawCloseout === "object" && rawCloseout !== null && !Array.isArray(rawCloseout)
+          ? rawCloseout as { readonly review_requested?: unknown }
+          : undefined
+        const fromPayload = payloadCloseout?.review_requested
+        if (input.kind === "closeout") {
+          const given = input.closeout?.review_requested ?? fromPayload
+          if (typeof given !== "boolean") {
+            return yield* new ValidationError({
+              detail: "closeout.review_requested (a boolean) is required on a closeout; it is never inferred"
+            })
+          }
+          if (input.closeout !== undefined && fromPayload !== undefined && fromPayload !== input.closeout.review_requested) {
+            return yield* new ValidationError({ detail: "closeout.review_requested and payload.closeout.review_requested disagree" })
+          }
+          reviewRequested = given
+        } else if (input.closeout !== undefined) {
+          return yield* new ValidationError({ detail: `closeout: only a closeout post carries it (kind is ${input.kind})` })
+        }
+        const payload = reviewRequested === null
+          ? input.payload
+          : { ...input.payload, closeout: { ...payloadCloseout, review_requested: reviewRequested } }
+        let payloadJson: string | null = null
+        if (payload !== undefined) {
+          const depth = jsonDepth(payload, limits.payloadDepth + 1)
+          if (depth > limits.payloadDepth) {
+            return yield* new ValidationError({ detail: `payload: nests deeper than ${limits.payloadDepth} levels` })
+          }
+          payloadJson = JSON.stringify(payload)
+          const bytes = Buffer.byteLength(payloadJson, "utf8")
+          if (bytes > limits.payloadBytes) {
+            return yield* new PayloadTooLarge({ what: "payload", limit: limits.payloadBytes, actual: bytes, unit: "bytes (JSON)" })
+          }
+        }
+        return { refsJson: JSON.stringify(refs), payloadJson, reviewRequested }
+      })
+
+    // ---- channel lifecycle (inside the write transaction) ----
+
+    /** Take a channel's counts out of the user's and every connection's totals. */
+    const archive = (userId: string, channel: string, visible: number, postId: string, now: string) =>
+      Effect.gen(function*() {
+        yield* sql`INSERT INTO channels (user_id, id, archived_at, archived_by_post, updated_at)
+          VALUES (${userId}, ${channel}, ${now}, ${postId}, ${now})
+          ON CONFLICT (user_id, id) DO UPDATE SET archived_at = ${now}, archived_by_post = ${postId}, updated_at = ${now}`
+        yield* sql`UPDATE post_counters SET visible = visible - ${visible} WHERE user_id = ${userId}`
+        yield* sql`UPDATE inbox_state SET consumed = consumed - (SELECT ics.consumed FROM inbox_channel_state ics
+            WHERE ics.user_id = inbox_state.user_id AND ics.connection_id = inbox_state.connection_id AND ics.channel = ${channel})
+          WHERE user_id = ${userId} AND EXISTS (SELECT 1 FROM inbox_channel_state ics
+            WHERE ics.user_id = inbox_state.user_id AND ics.connection_id = inbox_state.connection_id AND ics.channel = ${channel})`
+      })
+
+    /** Put a channel's counts back, and lower the scan mark of connections that have unread posts in it. */
+    const unarchive = (userId: string, channel: string, visible: number, now: string) =>
+      Effect.gen(function*() {
+        yield* sql`UPDATE channels SET archived_at = NULL, archived_by_post = NULL, updated_at = ${now}
+          WHERE user_id = ${userId} AND id = ${channel}`
+        yield* sql`UPDATE post_counters SET visible = visible + ${visible} WHERE user_id = ${userId}`
+        yield* sql`UPDATE inbox_state SET consumed = consumed + (SELECT ics.consumed FROM inbox_channel_state ics
+            WHERE ics.user_id = inbox_state.user_id AND ics.connection_id = inbox_state.connection_id AND ics.channel = ${channel})
+          WHERE user_id = ${userId} AND EXISTS (SELECT 1 FROM inbox_channel_state ics
+            WHERE ics.user_id = inbox_state.user_id AND ics.connection_id = inbox_state.connection_id AND ics.channel = ${channel})`
+        const first = yield* sql<{ pos: number | string | null }>`SELECT MIN(pos) AS pos FROM posts
+          WHERE user_id = ${userId} AND channel = ${channel}`
+        const below = Number(first[0]?.pos ?? 1) - 1
+        yield* sql`UPDATE inbox_state SET lwm = CASE WHEN lwm < ${below} THEN lwm ELSE ${below} END
+          WHERE user_id = ${userId} AND lwm > ${below} AND NOT EXISTS (SELECT 1 FROM inbox_channel_state ics
+            WHERE ics.user_id = inbox_state.user_id AND ics.connection_id = inbox_state.connection_id
+              AND ics.channel = ${channel} AND ics.consumed >= ${visible})`
+      })
+
+    // ---- the write ----
+
+    const write = (caller: Caller, input: PostInput) =>
+      Effect.gen(function*() {
+        const checked = yield* validate(input)
+        const userId = caller.userId
+        const channel = input.channel
+        const recipient = input.to === undefined ? null : yield* auth.resolve(userId, input.to)
+        const now = yield* nowIso
+        const id = `post-${randomUUID()}`
+
+        const visibleInc = input.kind === "heartbeat" ? 0 : 1
+        // the channel's next seq, its visible count and (same statement) whether it is archived
+        const [counter] = yield* sql<{ last_seq: number | string; visible: number | string; archived_at: string | null }>`
+          INSERT INTO channel_counters (user_id, channel, last_seq, visible, last_post_at)
+          VALUES (${userId}, ${channel}, 1, ${visibleInc}, ${now})
+          ON CONFLICT (user_id, channel) DO UPDATE SET last_seq = channel_counters.last_seq + 1,
+            visible = channel_counters.visible + ${visibleInc}, last_post_at = ${now}
+          RETURNING last_seq, visible, (SELECT ch.archived_at FROM channels ch
+            WHERE ch.user_id = channel_counters.user_id AND ch.id = channel_counters.channel) AS archived_at`
+        const seq = Number(counter.last_seq)
+        const channelVisible = Number(counter.visible)
+        const wasArchived = counter.archived_at !== null && counter.archived_at !== undefined
+        const totalInc = visibleInc === 1 && !wasArchived ? 1 : 0
+        const [user] = yield* sql<{ last_pos: number | string }>`INSERT INTO post_counters (user_id, last_pos, visible)
+          VALUES (${userId}, 1, ${totalInc})
+          ON CONFLICT (user_id) DO UPDATE SET last_pos = post_counters.last_pos + 1, visible = post_counters.visible + ${totalInc}
+          RETURNING last_pos`
+        const pos = Number(user.last_pos)
+
+        yield* sql`INSERT INTO posts (id, user_id, pos, channel, channel_seq, kind, body, refs, payload, connection_id,
+            to_selector, to_connection_id, based_on_seq, created_at)
+          VALUES (${id}, ${userId}, ${pos}, ${channel}, ${seq}, ${input.kind}, ${input.body}, ${checked.refsJson},
+            ${checked.payloadJson}, ${caller.connectionId}, ${input.to ?? null}, ${recipient?.connection_id ?? null},
+            ${input.based_on_seq ?? null}, ${now})`
+
+        // the author's own post is never unread for it
+        if (visibleInc === 1) {
+          yield* sql`INSERT INTO inbox_channel_state (user_id, connection_id, channel, consumed, lwm_pos)
+            VALUES (${userId}, ${caller.connectionId}, ${channel}, 1, 0)
+            ON CONFLICT (user_id, connection_id, channel) DO UPDATE SET consumed = inbox_channel_state.consumed + 1`
+          // (an inbox_state row exists wherever an inbox_channel_state row does: archive moves counts between them)
+          yield* sql`INSERT INTO inbox_state (user_id, connection_id, consumed, lwm)
+            VALUES (${userId}, ${caller.connectionId}, ${totalInc}, 0)
+            ON CONFLICT (user_id, connection_id) DO UPDATE SET consumed = inbox_state.consumed + ${totalInc}`
+        }
+
+        let archived = wasArchived
+        let warning: string | undefined
+        if (input.kind === "closeout" && isArcChannel(channel)) {
+          if (checked.reviewRequested === false) {
+            if (!wasArchived) {
+              yield* archive(userId, channel, channelVisible, id, now)
+              archived = true
+            }
+          } else if (wasArchived) {
+            yield* unarchive(userId, channel, channelVisible, now)
+            archived = false
+            warning = `channel ${channel} was archived and has been re-opened: this closeout requests review, ` +
+              `so the arc awaits a verdict and stays open (and visible in inboxes) until a closeout without review_requested`
+          } else {
+            warning = `channel ${channel} was left open: this closeout requests review, so the arc awaits a verdict ` +
+              `and is not archived (a closeout with review_requested: false archives it)`
+          }
+        } else if (wasArchived) {
+          yield* unarchive(userId, channel, channelVisible, now)
+          archived = false
+          warning = `channel ${channel} was archived; this ${input.kind} post has re-opened it`
+        }
+
+        const row: PostWritten = {
+          post_id: id,
+          channel,
+          channel_seq: seq,
+          created_at: now,
+          ...(warning !== undefined ? { warning } : {}),
+          user_id: userId,
+          kind: input.kind,
+          author: caller.connectionId,
+          to_connection_id: recipient?.connection_id ?? null,
+          based_on_seq: input.based_on_seq ?? null,
+          archived
+        }
+        for (const observer of observers) yield* observer(row)
+        return row
+      })
+
+    /**
+     * Write a post as `caller` (the author is always the caller). Refusals: `PayloadTooLarge`,
+     * `ValidationError`, `UnknownRecipient`, `AmbiguousRecipient`, with nothing written. Safe to call
+     * inside another transaction (it then runs in a savepoint).
+     */
+    const post = Effect.fn("Coordination.post")(function*(caller: Caller, input: PostInput) {
+      return yield* write(caller, input)
+    }, sql.withTransaction, Effect.catchTag("SqlError", Effect.die))
+
+    /** The write receipt of a post, as the tool returns it. */
+    const receipt = (row: PostWritten): PostReceipt => ({
+      post_id: row.post_id,
+      channel: row.channel,
+      channel_seq: row.channel_seq,
+      created_at: row.created_at,
+      ...(row.warning !== undefined ? { warning: row.warning } : {})
+    })
+
+    /** A heartbeat post (channel `beacon` unless named) and the connection's last-seen time. */
+    const beacon = Effect.fn("Coordination.beacon")(function*(caller: Caller, input: BeaconInput) {
+      const row = yield* write(caller, { channel: input.channel ?? BEACON_CHANNEL, kind: "heartbeat", body: input.status ?? "alive" })
+      yield* auth.touch(caller.connectionId)
+      const result: BeaconResult = { ...receipt(row), last_seen_at: row.created_at }
+      return result
+    }, sql.withTransaction, Effect.catchTag("SqlError", Effect.die))
+
+    // ---- reading ----
+
+    /**
+     * The caller's global unread count: one statement, two primary-key lookups. It runs on every response
+     * of every tool, so it is deliberately not wrapped in its own span (the statement's `sql.execute`
+     * span still records it).
+     */
+    const unreadCount = (caller: Caller): Effect.Effect<number> =>
+      sql<{ n: number | string }>`SELECT
+        COALESCE((SELECT visible FROM post_counters WHERE user_id = ${caller.userId}), 0)
+        - COALESCE((SELECT consumed FROM inbox_state WHERE user_id = ${caller.userId} AND connection_id = ${caller.connectionId}), 0)
+        AS n`.pipe(Effect.map((rows) => Number(rows[0]?.n ?? 0)), Effect.orDie)
+
+    const selectPosts = (caller: Caller, where: ReadonlyArray<ReturnType<typeof sql.literal> | ReturnType<typeof sql.and>>, limit: number) =>
+      sql`SELECT p.id, p.pos, p.channel, p.channel_seq, p.kind, p.body, p.refs, p.payload, p.connection_id,
+          a.name AS agent_name, p.to_selector, p.to_connection_id, t.name AS to_agent_name, p.based_on_seq, p.created_at,
+          CASE WHEN r.post_id IS NULL THEN 0 ELSE 1 END AS is_read,
+          CASE WHEN ch.archived_at IS NULL THEN 0 ELSE 1 END AS archived
+        FROM posts p
+        JOIN connections a ON a.id = p.connection_id
+        LEFT JOIN connections t ON t.id = p.to_connection_id
+        LEFT JOIN reads r ON r.user_id = p.user_id AND r.connection_id = ${caller.connectionId} AND r.post_id = p.id
+        LEFT JOIN channels ch ON ch.user_id = p.user_id AND ch.id = p.channel
+        WHERE ${sql.and(where)}
+        ORDER BY p.pos
+        LIMIT ${limit}`.pipe(Effect.flatMap(decodePostRows), Effect.orDie)
+
+    const toPostRow = (caller: Caller, row: DbPostRow): PostRow => ({
+      post_id: row.id,
+      channel: row.channel,
+      channel_seq: row.channel_seq,
+      kind: row.kind,
+      body: row.body,
+      references: row.refs,
+      payload: row.payload,
+      connection_id: row.connection_id,
+      connection_short: connectionShort(row.connection_id),
+      agent_name: row.agent_name,
+      to: row.to_selector,
+      to_connection_id: row.to_connection_id,
+      to_agent_name: row.to_agent_name,
+      based_on_seq: row.based_on_seq,
+      behind_by: row.based_on_seq === null ? null : Math.max(0, row.channel_seq - 1 - row.based_on_seq),
+      unread: row.connection_id !== caller.connectionId && row.is_read === 0,
+      created_at: row.created_at
+    })
+
+    /** Mark the returned posts read for this connection only, keeping the counters exact. */
+    const markRead = (caller: Caller, rows: ReadonlyArray<DbPostRow>, now: string) =>
+      Effect.gen(function*() {
+        const fresh = rows.filter((r) => r.connection_id !== caller.connectionId && r.is_read === 0)
+        if (fresh.length === 0) return
+        yield* sql`INSERT INTO reads ${
+          sql.insert(fresh.map((r) => ({ user_id: caller.userId, connection_id: caller.connectionId, post_id: r.id, read_at: now })))
+        } ON CONFLICT DO NOTHING`
+        const perChannel = new Map<string, { n: number; archived: boolean }>()
+        for (const r of fresh) {
+          if (r.kind === "heartbeat") continue
+          const c = perChannel.get(r.channel) ?? { n: 0, archived: r.archived === 1 }
+          c.n++
+          perChannel.set(r.channel, c)
+        }
+        let total = 0
+        for (const [channel, { archived, n }] of perChannel) {
+          yield* sql`INSERT INTO inbox_channel_state (user_id, connection_id, channel, consumed, lwm_pos)
+            VALUES (${caller.userId}, ${caller.connectionId}, ${channel}, ${n}, 0)
+            ON CONFLICT (user_id, connection_id, channel) DO UPDATE SET consumed = inbox_channel_state.consumed + ${n}`
+          if (!archived) total += n
+        }
+        if (perChannel.size > 0) {
+          yield* sql`INSERT INTO inbox_state (user_id, connection_id, consumed, lwm) VALUES (${caller.userId}, ${caller.connectionId}, ${total}, 0)
+            ON CONFLICT (user_id, connection_id) DO UPDATE SET consumed = inbox_state.consumed + ${total}`
+        }
+      })
+
+    const listChannels = (caller: Caller, input: InboxInput) =>
+      sql`SELECT cc.channel, cc.last_seq, cc.visible - COALESCE(ics.consumed, 0) AS unread, cc.last_post_at,
+          CASE WHEN ch.archived_at IS NULL THEN 0 ELSE 1 END AS archived
+        FROM channel_counters cc
+        LEFT JOIN inbox_channel_state ics
+          ON ics.user_id = cc.user_id AND ics.connection_id = ${caller.connectionId} AND ics.channel = cc.channel
+        LEFT JOIN channels ch ON ch.user_id = cc.user_id AND ch.id = cc.channel
+        WHERE cc.user_id = ${caller.userId}
+          ${
+        input.include_archived === true
+          ? sql``
+          : sql`AND (ch.archived_at IS NULL OR cc.channel = ${input.channel ?? null})`
+      }
+        ORDER BY cc.last_post_at DESC, cc.channel
+        LIMIT ${MAX_CHANNELS_LISTED}`.pipe(
+        Effect.flatMap(decodeChannelRows),
+        Effect.orDie,
+        Effect.map((rows) =>
+          rows.map((r): ChannelSummary => ({
+            channel: r.channel,
+            last_seq: r.last_seq,
+            unread: r.unread,
+            last_post_at: r.last_post_at,
+            archived: r.archived === 1
+          }))
+        )
+      )
+
+    const readInbox = (caller: Caller, input: InboxInput) =>
+      Effect.gen(function*() {
+        const limit = input.limit ?? DEFAULT_INBOX_LIMIT
+        if (limit > limits.inboxLimit) {
+          return yield* new ValidationError({ detail: `limit: at most ${limits.inboxLimit}` })
+        }
+        let cursorPos = 0
+        if (input.cursor !== undefined) {
+          const m = CURSOR.exec(input.cursor)
+          if (!m) return yield* new ValidationError({ detail: "cursor: not a cursor returned by this inbox" })
+          cursorPos = Number(m[1])
+        }
+        const unreadOnly = input.unread_only ?? true
+        const withHeartbeats = input.include_heartbeats === true
+        const withArchived = input.include_archived === true
+        const mark = input.peek !== true
+        const channel = input.channel
+        const kinds = input.kinds !== undefined && input.kinds.length > 0 ? [...new Set(input.kinds)] : undefined
+        const userId = caller.userId
+        const me = caller.connectionId
+
+        // the low-water marks apply to unread-only views without heartbeats
+        const useMarks = unreadOnly && !withHeartbeats
+        let lwm = 0
+        let lwmPos = 0
+        if (useMarks && channel !== undefined) {
+          const rows = yield* sql<{ lwm_pos: number | string }>`SELECT lwm_pos FROM inbox_channel_state
+            WHERE user_id = ${userId} AND connection_id = ${me} AND channel = ${channel}`
+          lwmPos = Number(rows[0]?.lwm_pos ?? 0)
+        } else if (useMarks && !withArchived) {
+          const rows = yield* sql<{ lwm: number | string }>`SELECT lwm FROM inbox_state
+            WHERE user_id = ${userId} AND connection_id = ${me}`
+          lwm = Number(rows[0]?.lwm ?? 0)
+        }
+
+        const where = [sql`p.user_id = ${userId}`, sql`p.pos > ${Math.max(cursorPos, lwm, lwmPos)}`]
+        if (channel !== undefined) {
+          where.push(sql`p.channel = ${channel}`)
+        } else if (!withArchived) {
+          where.push(sql`ch.archived_at IS NULL`)
+        }
+        if (kinds !== undefined) where.push(sql`p.kind IN ${sql.in(kinds)}`)
+        if (!withHeartbeats && !(kinds?.includes("heartbeat") ?? false)) where.push(sql`p.kind <> 'heartbeat'`)
+        if (unreadOnly) {
+          where.push(sql`p.connection_id <> ${me}`)
+          where.push(sql`r.post_id IS NULL`)
+        }
+        const rows = yield* selectPosts(caller, where, limit)
+
+        if (mark) {
+          const now = yield* nowIso
+          yield* markRead(caller, rows, now)
+          // advance the scan mark over a range this read has fully consumed
+          if (useMarks && kinds === undefined && input.cursor === undefined) {
+            // a short page saw everything there is (the write lock is held): up to the user's last position
+            const top = rows.length < limit
+              ? Number(
+                (yield* sql<{ last_pos: number | string }>`SELECT last_pos FROM post_counters WHERE user_id = ${userId}`)[0]
+                  ?.last_pos ?? 0
+              )
+              : rows[rows.length - 1].pos
+            if (channel !== undefined) {
+              if (top > lwmPos) {
+                yield* sql`INSERT INTO inbox_channel_state (user_id, connection_id, channel, consumed, lwm_pos)
+                  VALUES (${userId}, ${me}, ${channel}, 0, ${top})
+                  ON CONFLICT (user_id, connection_id, channel) DO UPDATE SET lwm_pos = ${top}`
+              }
+            } else if (!withArchived) {
+              if (top > lwm) {
+                yield* sql`INSERT INTO inbox_state (user_id, connection_id, consumed, lwm) VALUES (${userId}, ${me}, 0, ${top})
+                  ON CONFLICT (user_id, connection_id) DO UPDATE SET lwm = ${top}`
+              }
+            }
+          }
+        }
+
+        const channels = yield* listChannels(caller, input)
+        const unread_count = yield* unreadCount(caller)
+        const last = rows[rows.length - 1]
+        const result: InboxResult = {
+          posts: rows.map((r) => toPostRow(caller, r)),
+          unread_count,
+          channels,
+          cursor: last !== undefined ? encodeCursor(last.pos) : (input.cursor ?? null)
+        }
+        return result
+      })
+
+    /**
+     * The caller's inbox. Reading marks exactly the returned posts read for this connection (unless
+     * `peek`), in the same transaction that read them.
+     */
+    const inbox = Effect.fn("Coordination.inbox")(
+      function*(caller: Caller, input: InboxInput) {
+        return yield* (input.peek === true ? readInbox(caller, input) : sql.withTransaction(readInbox(caller, input)))
+      },
+      (effect) => Effect.catchTag(effect, "SqlError", (e: SqlError) => Effect.die(e))
+    )
+
+    return { post, receipt, beacon, inbox, unreadCount, onPost } as const
+  })
+}) {}
+
+export type { PostKind }
