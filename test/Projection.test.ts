@@ -40,10 +40,36 @@ const listTool = defineTool({
     })
 })
 
-const ProjectionApp = makeCore(sqliteStore(":memory:"), ToolRegistry.fromToolSets(Effect.succeed([listTool])))
+/** The same rows with a compact preview of `body` (a skim view); `fields` still returns whole values. */
+const previewTool = defineTool({
+  ...listTool,
+  name: "sophia.test_previews",
+  projection: { key: "rows", row: Row, compact: ["id", "body"], compactPreview: { body: 20 } }
+})
+
+const ProjectionApp = makeCore(
+  sqliteStore(":memory:"),
+  ToolRegistry.fromToolSets(Effect.succeed([listTool, previewTool]))
+)
 const ALL_KEYS = Object.keys(Row.fields)
 
 describe("list projections (compact / fields), one shared mechanism", () => {
+  it.effect("compact cuts declared text keys to a preview; fields returns them whole", () =>
+    Effect.gen(function*() {
+      const dispatcher = yield* Dispatcher
+      const { caller } = yield* connect("skimmer", "observer")
+      const compact = yield* dispatcher.call(caller, "sophia.test_previews", { compact: true })
+      assert.isTrue(compact.ok)
+      const compactRows = compact.body.rows as Array<Record<string, unknown>>
+      compactRows.forEach((row, i) => {
+        assert.strictEqual(row.body, rows[i].body.slice(0, 19) + "…")
+        assert.strictEqual((row.body as string).length, 20)
+      })
+      const exact = yield* dispatcher.call(caller, "sophia.test_previews", { fields: ["id", "body"] })
+      assert.isTrue(exact.ok)
+      ;(exact.body.rows as Array<Record<string, unknown>>).forEach((row, i) => assert.strictEqual(row.body, rows[i].body))
+    }).pipe(Effect.provide(ProjectionApp)))
+
   it.effect("returns whole rows by default, the curated keys with compact, exactly the asked keys with fields", () =>
     Effect.gen(function*() {
       const dispatcher = yield* Dispatcher

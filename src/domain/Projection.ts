@@ -12,10 +12,15 @@ export interface ListProjection {
   readonly row: Schema.Struct<any>
   /** the curated ~5-key projection for `compact: true` */
   readonly compact: ReadonlyArray<string>
+  /**
+   * `compact: true` is a skim view: these text keys are cut to a preview of at most N characters
+   * (ending in "…"). `fields: [...]` always returns exact, whole values.
+   */
+  readonly compactPreview?: { readonly [key: string]: number }
 }
 
 export const ProjectionArgs = Schema.Struct({
-  compact: Schema.optional(Schema.Boolean).annotations({ description: "only the curated ~5 keys of each row" }),
+  compact: Schema.optional(Schema.Boolean).annotations({ description: "skim view: ~5 keys per row, long text cut" }),
   fields: Schema.optional(Schema.Array(Schema.String)).annotations({ description: "exactly these keys of each row" })
 })
 export type ProjectionArgs = typeof ProjectionArgs.Type
@@ -26,19 +31,32 @@ export const rowKeys = (projection: ListProjection): ReadonlyArray<string> => Ob
 export const selectKeys = (
   projection: ListProjection,
   args: ProjectionArgs
-): { readonly keep: ReadonlyArray<string> | undefined; readonly unknown: ReadonlyArray<string> } => {
+): {
+  readonly keep: ReadonlyArray<string> | undefined
+  readonly unknown: ReadonlyArray<string>
+  readonly preview?: { readonly [key: string]: number } | undefined
+} => {
   const valid = new Set(rowKeys(projection))
   if (args.fields !== undefined) {
     const unknown = args.fields.filter((f) => !valid.has(f))
     return { keep: unknown.length > 0 ? undefined : [...new Set(args.fields)], unknown }
   }
-  if (args.compact === true) return { keep: projection.compact, unknown: [] }
+  if (args.compact === true) return { keep: projection.compact, unknown: [], preview: projection.compactPreview }
   return { keep: undefined, unknown: [] }
 }
 
-export const projectRows = (rows: ReadonlyArray<Record<string, unknown>>, keep: ReadonlyArray<string>) =>
+export const projectRows = (
+  rows: ReadonlyArray<Record<string, unknown>>,
+  keep: ReadonlyArray<string>,
+  preview?: { readonly [key: string]: number }
+) =>
   rows.map((row) => {
     const out: Record<string, unknown> = {}
-    for (const k of keep) if (k in row) out[k] = row[k]
+    for (const k of keep) {
+      if (!(k in row)) continue
+      const value = row[k]
+      const max = preview?.[k]
+      out[k] = max !== undefined && typeof value === "string" && value.length > max ? value.slice(0, max - 1) + "…" : value
+    }
     return out
   })

@@ -88,7 +88,7 @@ export class Dispatcher extends Effect.Service<Dispatcher>()("sophia/Dispatcher"
           })
           const body = (yield* Effect.orDie(Schema.encode(tool.output)(result))) as Record<string, unknown>
           if (projection && selection?.keep && Array.isArray(body[projection.key])) {
-            return { ...body, [projection.key]: projectRows(body[projection.key] as Array<Record<string, unknown>>, selection.keep) }
+            return { ...body, [projection.key]: projectRows(body[projection.key] as Array<Record<string, unknown>>, selection.keep, selection.preview) }
           }
           return body
         })

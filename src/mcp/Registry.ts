@@ -218,6 +218,13 @@ export const slimJsonSchema = (node: unknown): unknown => {
       ? Object.fromEntries(Object.entries(v as object).map(([name, p]) => [name, slimJsonSchema(p)]))
       : slimJsonSchema(v)
   }
+  // Effect writes a refined number as `allOf: [{ type, minimum }]`: one member merges into its parent
+  const allOf = out.allOf as Array<Record<string, unknown>> | undefined
+  if (Array.isArray(allOf) && allOf.length === 1 && typeof allOf[0] === "object" &&
+    Object.keys(allOf[0]).every((k) => !(k in out))) {
+    const { allOf: _, ...rest } = out
+    return { ...rest, ...allOf[0] }
+  }
   const anyOf = out.anyOf as Array<Record<string, unknown>> | undefined
   if (Array.isArray(anyOf) && anyOf.length > 1 && anyOf.every((m) => typeof m.type === "string" && Object.keys(m).length === 1)) {
     const { anyOf: _, ...rest } = out
@@ -262,7 +269,7 @@ export const makeRegistry = (tools: ReadonlyArray<Tool>): Registry => {
             name: wireName(t.name, naming),
             description: t.description,
             inputSchema: inputJsonSchema(t),
-            outputSchema: outputJsonSchema(t),
+            outputSchema: advertisedOutput(outputJsonSchema(t)),
             annotations: t.annotations
           }))
         lists.set(key, list)
@@ -271,6 +278,47 @@ export const makeRegistry = (tools: ReadonlyArray<Tool>): Registry => {
     }
   }
 }
+
+/**
+ * `tools/list` is paid for in every agent's context on every turn, so the output schemas it carries stop
+ * at two levels: top-level keys with their types, and the keys of list rows and nested objects with
+ * their types. The full, deep schemas are one call away (`sophia.capability_catalog`,
+ * `sophia.get_sdk_types`); what a shallow schema says is still true of every result.
+ */
+const KEEP_AT_LEAF = ["type", "description", "enum"] as const
+const shallow = (node: unknown, depth: number): unknown => {
+  if (typeof node !== "object" || node === null || Array.isArray(node)) return node
+  const n = node as Record<string, unknown>
+  if (Array.isArray(n.anyOf)) {
+    const variants = n.anyOf.map((v) => shallow(v, depth))
+    return { ...(n.description ? { description: n.description } : {}), anyOf: variants }
+  }
+  if (depth <= 0) {
+    const leaf: Record<string, unknown> = {}
+    for (const k of KEEP_AT_LEAF) if (n[k] !== undefined) leaf[k] = n[k]
+    if (n.type === "array" && typeof n.items === "object" && n.items !== null) {
+      leaf.items = { type: (n.items as Record<string, unknown>).type }
+    }
+    return leaf
+  }
+  const out: Record<string, unknown> = { ...n }
+  // below the top level, which keys are always present is detail for the SDK types
+  if (depth < 2) delete out.required
+  if (typeof n.properties === "object" && n.properties !== null) {
+    out.properties = Object.fromEntries(
+      Object.entries(n.properties as Record<string, unknown>).map(([k, v]) => [k, shallow(v, depth - 1)])
+    )
+  }
+  // a record's values count as one level down, like properties
+  if (typeof n.additionalProperties === "object" && n.additionalProperties !== null) {
+    out.additionalProperties = shallow(n.additionalProperties, depth - 1)
+  }
+  // a list's rows keep their keys: arrays do not use up a level
+  if (typeof n.items === "object" && n.items !== null) out.items = shallow(n.items, depth)
+  return out
+}
+export const advertisedOutput = (schema: Record<string, unknown>): Record<string, unknown> =>
+  shallow(schema, 2) as Record<string, unknown>
 
 /** A set of tools whose handlers close over the services they call (resolved once, at construction). */
 export type ToolSet<R> = Effect.Effect<ReadonlyArray<Tool>, never, R>

@@ -337,12 +337,15 @@ export class Waits extends Effect.Service<Waits>()("sophia/Waits", {
      * delivered exactly once even to concurrent calls). `deliver: false` leaves them for a later response.
      */
     const signals = Effect.fn("Waits.signals")(function*(caller: Caller, deliver = true) {
-      const undelivered = deliver
-        ? yield* sql<{ id: string }>`SELECT id FROM waits
-            WHERE waiter_connection_id = ${caller.connectionId} AND status <> 'open' AND delivered_at IS NULL`
-        : []
+      // the common case — nothing open, nothing to deliver — costs one statement of two index probes
+      const [flags] = yield* sql<{ open: number | string | boolean; undelivered: number | string | boolean }>`SELECT
+          EXISTS (SELECT 1 FROM waits WHERE waiter_connection_id = ${caller.connectionId} AND status = 'open') AS open,
+          EXISTS (SELECT 1 FROM waits WHERE waiter_connection_id = ${caller.connectionId}
+            AND status <> 'open' AND delivered_at IS NULL) AS undelivered`
       let resolved: ReadonlyArray<WaitResolvedItem> = []
-      if (undelivered.length > 0) {
+      if (deliver && Number(flags.undelivered) === 1) {
+        const undelivered = yield* sql<{ id: string }>`SELECT id FROM waits
+          WHERE waiter_connection_id = ${caller.connectionId} AND status <> 'open' AND delivered_at IS NULL`
         const now = iso(yield* Clock.currentTimeMillis)
         const claimed = yield* sql`UPDATE waits SET delivered_at = ${now}
           WHERE ${sql.in("id", undelivered.map((r) => r.id))} AND delivered_at IS NULL
@@ -355,6 +358,7 @@ export class Waits extends Effect.Service<Waits>()("sophia/Waits", {
           resolved_at: r.resolved_at
         }))
       }
+      if (Number(flags.open) !== 1) return { blocking: [] as ReadonlyArray<BlockingItem>, resolved }
       const open = yield* sql`SELECT w.id, w.on_connection_id, c.name AS on_name, w.predicate, w.expires_at
         FROM waits w JOIN connections c ON c.id = w.on_connection_id
         WHERE w.waiter_connection_id = ${caller.connectionId} AND w.status = 'open'

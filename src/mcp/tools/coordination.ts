@@ -36,7 +36,7 @@ export const coordinationTools = Effect.gen(function*() {
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
       input: InboxInput,
       output: InboxResult,
-      projection: { key: "posts", row: PostRow, compact: POST_ROW_COMPACT },
+      projection: { key: "posts", row: PostRow, compact: POST_ROW_COMPACT, compactPreview: { body: 100 } },
       handler: (input, { caller }) => coordination.inbox(caller, input)
     }),
     defineTool({
