@@ -13,7 +13,7 @@ import type { Connection } from "@effect/sql/SqlConnection"
 import { SqlError } from "@effect/sql/SqlError"
 import * as Statement from "@effect/sql/Statement"
 import Sqlite from "better-sqlite3"
-import { Cache, Context, Duration, Effect, Layer, Scope } from "effect"
+import { Context, Effect, Layer, Scope } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 
@@ -46,15 +46,23 @@ const make = (config: SqliteStoreConfig) =>
     db.pragma("foreign_keys = ON")
     db.pragma("synchronous = NORMAL")
 
-    const prepareCache = yield* Cache.make({
-      capacity: 500,
-      timeToLive: Duration.minutes(10),
-      lookup: (sql: string) =>
-        Effect.try({
-          try: () => db.prepare(sql),
-          catch: (cause) => new SqlError({ cause, message: `Failed to prepare statement: ${String(cause)}` })
-        })
-    })
+    // Prepared statements by SQL text. A plain Map: an Effect `Cache` costs more per lookup (hashing,
+    // clock, fibers) than executing a small statement, and every statement of every call goes through here.
+    const prepared = new Map<string, Sqlite.Statement>()
+    const PREPARED_MAX = 500
+    const prepare = (sql: string) =>
+      Effect.suspend(() => {
+        const hit = prepared.get(sql)
+        if (hit) return Effect.succeed(hit)
+        try {
+          const statement = db.prepare(sql)
+          if (prepared.size >= PREPARED_MAX) prepared.delete(prepared.keys().next().value!)
+          prepared.set(sql, statement)
+          return Effect.succeed(statement)
+        } catch (cause) {
+          return Effect.fail(new SqlError({ cause, message: `Failed to prepare statement: ${String(cause)}` }))
+        }
+      })
 
     const runStatement = (statement: Sqlite.Statement, params: ReadonlyArray<unknown>, raw: boolean) =>
       Effect.withFiberRuntime<ReadonlyArray<any>, SqlError>((fiber) => {
@@ -69,14 +77,14 @@ const make = (config: SqliteStoreConfig) =>
       })
 
     const run = (sql: string, params: ReadonlyArray<unknown>, raw = false) =>
-      Effect.flatMap(prepareCache.get(sql), (s) => runStatement(s, params, raw))
+      Effect.flatMap(prepare(sql), (s) => runStatement(s, params, raw))
 
     const connection: Connection = {
       execute: (sql, params, transformRows) => transformRows ? Effect.map(run(sql, params), transformRows) : run(sql, params),
       executeRaw: (sql, params) => run(sql, params, true),
       executeValues: (sql, params) =>
         Effect.acquireUseRelease(
-          prepareCache.get(sql),
+          prepare(sql),
           (statement) =>
             Effect.try({
               try: () => {

@@ -5,8 +5,8 @@ import type { ApprovalInfo, ApprovalStatus, ElicitAnswer } from "../domain/Appro
 import { argsHash, boundArgs } from "../domain/Approvals.js"
 import type { Caller } from "../domain/Auth.js"
 import { ApprovalDenied, ApprovalRequired, NotFound, OwnerApprovalRequired, ValidationError } from "../domain/Errors.js"
+import { nowIso } from "../domain/Time.js"
 
-const nowIso = Effect.map(Clock.currentTimeMillis, (ms) => new Date(ms).toISOString())
 
 interface ApprovalRow {
   readonly id: string

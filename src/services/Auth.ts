@@ -12,6 +12,7 @@ import {
   UnknownRecipient,
   ValidationError
 } from "../domain/Errors.js"
+import { nowIso } from "../domain/Time.js"
 
 /** Bearers are `sph_` + 32 random bytes (base64url); only their SHA-256 is stored. */
 const BEARER_PREFIX = "sph_"
@@ -75,7 +76,6 @@ export type RevokeObserver = (revoked: {
 
 const OWNER = "owner"
 const decodeName = Schema.decodeUnknown(ConnectionName)
-const nowIso = Effect.map(Clock.currentTimeMillis, (ms) => new Date(ms).toISOString())
 
 /**
  * Users, connections and bearers; the access rules every tool call passes through.

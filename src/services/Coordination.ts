@@ -1,6 +1,6 @@
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Clock, Config, Effect, Schema } from "effect"
+import { Config, Effect, Schema } from "effect"
 import { randomUUID } from "node:crypto"
 import type { Caller } from "../domain/Auth.js"
 import { connectionShort } from "../domain/Auth.js"
@@ -19,6 +19,7 @@ import type {
 import { BEACON_CHANNEL, isArcChannel, PostKind as PostKindSchema } from "../domain/Coordination.js"
 import { PayloadTooLarge, ValidationError } from "../domain/Errors.js"
 import { Auth } from "./Auth.js"
+import { DbInt, nowIso } from "../domain/Time.js"
 
 /**
  * Coordination: typed posts, the per-connection inbox, and the lifecycle of `arc:` channels.
@@ -50,7 +51,6 @@ import { Auth } from "./Auth.js"
 
 export type PostObserver = (row: PostWritten) => Effect.Effect<void, never, never>
 
-const DbInt = Schema.Union(Schema.Number, Schema.NumberFromString)
 
 const DbPostRow = Schema.Struct({
   id: Schema.String,
@@ -89,7 +89,6 @@ const encodeCursor = (pos: number) => `p${pos}`
 const MAX_CHANNELS_LISTED = 100
 const DEFAULT_INBOX_LIMIT = 50
 
-const nowIso = Effect.map(Clock.currentTimeMillis, (ms) => new Date(ms).toISOString())
 
 /** Nesting depth of a JSON value (a scalar is 0, `{}` is 1); stops counting past `cap` (cycles, abuse). */
 const jsonDepth = (value: unknown, cap: number): number => {

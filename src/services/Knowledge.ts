@@ -1,6 +1,6 @@
 import { SqlClient } from "@effect/sql"
 import type { Statement } from "@effect/sql"
-import { Clock, Effect, Schema } from "effect"
+import { Effect, Schema } from "effect"
 import { randomUUID } from "node:crypto"
 import type { Caller } from "../domain/Auth.js"
 import { NotFound, ValidationError } from "../domain/Errors.js"
@@ -17,8 +17,8 @@ import type {
   SubmitClaimGraphInput
 } from "../domain/Knowledge.js"
 import { InvalidGroundingSource, LIMITS, MutationChange as MutationChangeSchema } from "../domain/Knowledge.js"
+import { nowIso } from "../domain/Time.js"
 
-const nowIso = Effect.map(Clock.currentTimeMillis, (ms) => new Date(ms).toISOString())
 const newId = (prefix: string) => `${prefix}-${randomUUID()}`
 
 /** The words of a free-text query as an FTS5 expression: each word quoted (no query syntax leaks through), any may match. */

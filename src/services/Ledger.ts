@@ -1,6 +1,6 @@
 import { SqlClient } from "@effect/sql"
 import canonicalize from "canonicalize"
-import { Clock, Effect } from "effect"
+import { Effect } from "effect"
 import { createHash, randomUUID } from "node:crypto"
 import type { Caller } from "../domain/Auth.js"
 import { connectionShort } from "../domain/Auth.js"
@@ -14,6 +14,7 @@ import {
   LEDGER_HASH_DOMAIN,
   SelfCertification
 } from "../domain/Ledger.js"
+import { nowIso } from "../domain/Time.js"
 
 // ---------------------------------------------------------------------------------------------------
 // The pure core: hashing and folding. The same code validates an append and replays a history.
@@ -364,7 +365,6 @@ export interface VerifyReport {
   readonly first_break: (ChainBreak & { readonly user_id: string; readonly work_id: string }) | null
 }
 
-const nowIso = Effect.map(Clock.currentTimeMillis, (ms) => new Date(ms).toISOString())
 const SERVER = "server"
 
 /**

@@ -1,8 +1,8 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Schema } from "effect"
 import type { Caller } from "../domain/Auth.js"
+import { DbInt } from "../domain/Time.js"
 
-const DbInt = Schema.Union(Schema.Number, Schema.NumberFromString)
 const Counts = Schema.Struct({
   posts: DbInt,
   channels: DbInt,

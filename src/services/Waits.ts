@@ -12,6 +12,7 @@ import type { ConnectionRef, DeclareWaitInput, DeclareWaitResult, WaitEdge, Wait
 import { WAIT_CHANNEL, WaitCycle } from "../domain/Waits.js"
 import { Auth } from "./Auth.js"
 import { Coordination } from "./Coordination.js"
+import { DbInt } from "../domain/Time.js"
 
 /**
  * Waits: declarative blocking over posts.
@@ -24,7 +25,6 @@ import { Coordination } from "./Coordination.js"
  * sweep or post gets there first. `satisfied` always names the post that satisfied it and its author.
  */
 
-const DbInt = Schema.Union(Schema.Number, Schema.NumberFromString)
 const JsonObject = Schema.parseJson(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
 
 const OpenWaitRow = Schema.Struct({
