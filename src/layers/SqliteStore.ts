@@ -66,7 +66,8 @@ const make = (config: SqliteStoreConfig) =>
 
     const runStatement = (statement: Sqlite.Statement, params: ReadonlyArray<unknown>, raw: boolean) =>
       Effect.withFiberRuntime<ReadonlyArray<any>, SqlError>((fiber) => {
-        if (Context.get(fiber.currentContext, Client.SafeIntegers)) statement.safeIntegers(true)
+        // set on every run: statements are cached by text and shared by callers that want numbers
+        statement.safeIntegers(Context.get(fiber.currentContext, Client.SafeIntegers))
         try {
           if (statement.reader) return Effect.succeed(statement.all(...params))
           const result = statement.run(...params)
@@ -113,7 +114,9 @@ const make = (config: SqliteStoreConfig) =>
     }
 
     const semaphore = yield* Effect.makeSemaphore(1)
-    const acquirer = semaphore.withPermits(1)(Effect.succeed(connection))
+    // the permit is held until the statement's scope closes (@effect/sql runs each statement scoped), so a
+    // statement outside a transaction can never run inside another fiber's open transaction
+    const acquirer = Effect.as(Effect.acquireRelease(semaphore.take(1), () => semaphore.release(1)), connection)
     const transactionAcquirer = Effect.uninterruptibleMask((restore) =>
       Effect.as(
         Effect.zipRight(

@@ -1,7 +1,7 @@
 import type { AuthInfo } from "@modelcontextprotocol/sdk/server/auth/types.js"
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js"
 import { isInitializeRequest } from "@modelcontextprotocol/sdk/types.js"
-import { Context, Effect, Layer, Runtime } from "effect"
+import { Context, Effect, Layer, Runtime, Schedule } from "effect"
 import { randomUUID } from "node:crypto"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
@@ -98,7 +98,13 @@ const readJson = (req: http.IncomingMessage, limit: number): Promise<unknown> =>
 interface Session {
   readonly transport: StreamableHTTPServerTransport
   readonly connectionId: string
+  lastSeen: number
 }
+
+/** Nothing that matters lives in a session, so an idle one is simply closed (the client re-initializes). */
+const SESSION_IDLE_MS = 30 * 60_000
+/** Per connection; opening one more closes its least recently used session. */
+const SESSIONS_PER_CONNECTION = 16
 
 /**
  * The daemon's HTTP face: Streamable HTTP MCP at `/mcp`, the REST path `/api/tools/<name>`, `/healthz`.
@@ -129,7 +135,10 @@ export const layer = (config: HttpConfig): Layer.Layer<HttpServer, never, Dispat
         const origin = req.headers.origin
         if (!origin) return true
         if (!URL.canParse(origin)) return false
-        return allowedNames.has(new URL(origin).hostname.toLowerCase())
+        const url = new URL(origin)
+        // a browser page on another local port is another origin too
+        const originPort = url.port === "" ? (url.protocol === "https:" ? 443 : 80) : Number(url.port)
+        return allowedNames.has(url.hostname.toLowerCase()) && originPort === port
       }
 
       const authenticate = (req: http.IncomingMessage): Promise<Caller | undefined> =>
@@ -162,7 +171,13 @@ export const layer = (config: HttpConfig): Layer.Layer<HttpServer, never, Dispat
           const r = bodyRefusal(e)
           return sendJson(res, r.status, { error: { code: r.code, message: r.message, ...r.details } })
         }
-        const outcome = await runPromise(dispatcher.call(caller, decodeURIComponent(toolName), args ?? {}))
+        let name: string
+        try {
+          name = decodeURIComponent(toolName)
+        } catch {
+          return sendJson(res, 400, { error: { code: "validation_error", message: "the tool name in the path is not valid URI encoding" } })
+        }
+        const outcome = await runPromise(dispatcher.call(caller, name, args ?? {}))
         if (outcome.ok) return sendJson(res, 200, outcome.body)
         return sendJson(res, outcome.refusal ? httpStatusOf(outcome.refusal) : 500, outcome.body)
       }
@@ -193,26 +208,36 @@ export const layer = (config: HttpConfig): Layer.Layer<HttpServer, never, Dispat
           if (!session || session.connectionId !== caller.connectionId) {
             return sendJson(res, 404, jsonRpcError(-32001, "Session not found"))
           }
+          session.lastSeen = Date.now()
           return session.transport.handleRequest(req, res, body)
         }
         if (req.method === "POST" && isInitializeRequest(body)) {
+          const own = [...sessions.values()].filter((s) => s.connectionId === caller.connectionId)
+          if (own.length >= SESSIONS_PER_CONNECTION) {
+            const oldest = own.reduce((a, b) => (a.lastSeen <= b.lastSeen ? a : b))
+            await oldest.transport.close().catch(() => undefined)
+          }
           const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
             sessionIdGenerator: () => randomUUID(),
             onsessioninitialized: (id) => {
-              sessions.set(id, { transport, connectionId: caller.connectionId })
+              sessions.set(id, { transport, connectionId: caller.connectionId, lastSeen: Date.now() })
             }
           })
-          transport.onclose = () => {
-            if (transport.sessionId) sessions.delete(transport.sessionId)
-          }
           const server = makeMcpServer({
             dispatcher,
             naming: config.naming,
             runPromise,
             resolveCaller: async (extra) => (extra.authInfo?.extra?.caller as Caller | undefined)
           })
+          // (the Server hears the close through the transport too, and drops its own subscriptions)
+          transport.onclose = () => {
+            if (transport.sessionId) sessions.delete(transport.sessionId)
+          }
           await server.connect(transport)
-          return transport.handleRequest(req, res, body)
+          await transport.handleRequest(req, res, body)
+          // an initialize that did not open a session leaves nothing behind
+          if (!transport.sessionId || !sessions.has(transport.sessionId)) await server.close().catch(() => undefined)
+          return
         }
         return sendJson(res, 400, jsonRpcError(-32000, "Bad Request: no valid MCP session id; send initialize first"))
       }
@@ -248,7 +273,11 @@ export const layer = (config: HttpConfig): Layer.Layer<HttpServer, never, Dispat
       yield* Effect.acquireRelease(
         Effect.async<void, never>((resume) => {
           server.once("error", (e) => resume(Effect.die(e)))
-          server.listen(config.port, config.host, () => resume(Effect.void))
+          server.listen(config.port, config.host, () => {
+            // after listening, a server error (e.g. EMFILE on accept) is logged, never fatal
+            server.on("error", (e) => runPromise(Effect.logError("HTTP server error", e)))
+            resume(Effect.void)
+          })
         }),
         () =>
           Effect.promise(async () => {
@@ -258,6 +287,14 @@ export const layer = (config: HttpConfig): Layer.Layer<HttpServer, never, Dispat
           })
       )
       port = (server.address() as AddressInfo).port
+
+      // close sessions nobody used for a while (clients that vanished without a DELETE)
+      const evictIdle = Effect.suspend(() => {
+        const cutoff = Date.now() - SESSION_IDLE_MS
+        const idle = [...sessions.values()].filter((s) => s.lastSeen < cutoff)
+        return Effect.promise(() => Promise.allSettled(idle.map((s) => s.transport.close())))
+      })
+      yield* evictIdle.pipe(Effect.repeat(Schedule.spaced("1 minute")), Effect.forkScoped)
       const hostForUrl = config.host.includes(":") ? `[${config.host}]` : config.host
       const baseUrl = `http://${hostForUrl === "0.0.0.0" ? "127.0.0.1" : hostForUrl}:${port}`
       return { port, host: config.host, baseUrl, mcpUrl: `${baseUrl}/mcp` }

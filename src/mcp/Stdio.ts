@@ -29,7 +29,11 @@ export const serveStdio = (bearer: Redacted.Redacted<string>, naming: ToolNaming
     )
     yield* Effect.async<void>((resume) => {
       const done = () => resume(Effect.void)
-      server.onclose = done
+      const previous = server.onclose
+      server.onclose = () => {
+        previous?.()
+        done()
+      }
       process.stdin.once("end", done)
       process.stdin.once("close", done)
     })

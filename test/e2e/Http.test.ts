@@ -172,6 +172,22 @@ describe("HTTP transport", () => {
       assert.isUndefined(after.isError)
     }).pipe(Effect.provide(ServeTest("underscore", 1024 * 1024))))
 
+  it.scoped("MCP sessions are bounded per connection: the least recently used one is closed", () =>
+    Effect.gen(function*() {
+      const { mcpUrl } = yield* HttpServer
+      const { bearer } = yield* connect("chatty", "full")
+      const first = yield* mcpClient(mcpUrl, bearer)
+      yield* Effect.promise(() => first.callTool({ name: "sophia_orient", arguments: {} }))
+      for (let i = 0; i < 16; i++) yield* mcpClient(mcpUrl, bearer)
+      const error = yield* Effect.promise(() =>
+        first.callTool({ name: "sophia_orient", arguments: {} }).then(() => undefined, (e: Error) => e)
+      )
+      assert.isDefined(error, "the oldest session was closed")
+      const fresh = yield* mcpClient(mcpUrl, bearer)
+      const ok = yield* Effect.promise(() => fresh.callTool({ name: "sophia_orient", arguments: {} }))
+      assert.isUndefined(ok.isError)
+    }).pipe(Effect.provide(ServeTest())))
+
   it.scoped("hygiene: /.well-known/oauth-* is a plain 404; foreign Host and Origin are refused", () =>
     Effect.gen(function*() {
       const { port } = yield* HttpServer
@@ -200,5 +216,19 @@ describe("HTTP transport", () => {
         body: initialize
       })
       assert.strictEqual(localOrigin.status, 200)
+      // a page served from another local port is another origin
+      const otherPort = yield* request(port, {
+        path: "/mcp",
+        headers: { ...mcpHeaders, ...auth, origin: `http://localhost:${port === 3000 ? 3001 : 3000}` },
+        body: initialize
+      })
+      assert.strictEqual(otherPort.status, 403)
+      const badPath = yield* request(port, {
+        path: "/api/tools/%E0%A4",
+        headers: { ...auth, "content-type": "application/json" },
+        body: "{}"
+      })
+      assert.strictEqual(badPath.status, 400)
+      assert.strictEqual(JSON.parse(badPath.body).error.code, "validation_error")
     }).pipe(Effect.provide(ServeTest())))
 })
