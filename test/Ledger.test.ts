@@ -306,7 +306,7 @@ describe("Ledger", () => {
         expected_head: head,
         events: [{ type: "asserted", field: "review", value: "mine" }]
       }))
-      assert.strictEqual(agentDown._tag, "EvidenceDowngrade")
+      assert.strictEqual(agentDown._tag, "ValidationError", "agents never write the review field")
       assert.isTrue((yield* ledger.verify()).ok)
     }).pipe(Effect.provide(SophiaTest)))
 

@@ -78,7 +78,10 @@ class AssertCmd implements fc.AsyncCommand<Model, Real> {
     const got = await run(r, (l) =>
       l.append(r.callers[this.who], { work_id: WORK, expected_head: expected, events: [{ type: "asserted", field: this.field, value: this.who }] }))
     const current = m.fields.get(this.field)
-    const prediction = useStale
+    // `review` is the verdict's field: agents may never assert it (checked before anything else)
+    const prediction = this.field === "review"
+      ? "ValidationError"
+      : useStale
       ? "HeadMoved"
       : m.closed
       ? "InvalidTransition"

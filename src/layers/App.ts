@@ -33,7 +33,10 @@ export const sqliteStore = (filename: string) =>
 // In dependency order: each level is provided the ones below it (one instance of each service).
 export const ServicesLive = Waits.Default.pipe(
   Layer.provideMerge(
-    Layer.mergeAll(Coordination.Default, Approvals.Default, Knowledge.Default, Catalog.Default, Ledger.Default, Orient.Default)
+    Ledger.Default
+  ),
+  Layer.provideMerge(
+    Layer.mergeAll(Coordination.Default, Approvals.Default, Knowledge.Default, Catalog.Default, Orient.Default)
   ),
   Layer.provideMerge(Auth.Default),
   // execute_code's pool: no child process until the first run (SandboxWarmUp pre-spawns in the daemon)

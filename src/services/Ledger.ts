@@ -15,6 +15,11 @@ import {
   SelfCertification
 } from "../domain/Ledger.js"
 import { nowIso } from "../domain/Time.js"
+import { Auth } from "./Auth.js"
+import { Coordination } from "./Coordination.js"
+
+/** The settled field an approving verdict writes (with `verified` evidence); agents cannot assert it. */
+const REVIEW_FIELD = "review"
 
 // ---------------------------------------------------------------------------------------------------
 // The pure core: hashing and folding. The same code validates an append and replays a history.
@@ -176,7 +181,7 @@ export const applyEvent = (state: Working | null, event: LedgerEvent): { state: 
       }
       state.reviews[request_id] = { ...review, status: verdict, verdict_by: event.actor, verdict_seq: event.seq }
       if (verdict === "approved") {
-        const refusal = setField(state, event, "review", {
+        const refusal = setField(state, event, REVIEW_FIELD, {
           request_id,
           verdict,
           artifact: review.artifact
@@ -374,6 +379,8 @@ const SERVER = "server"
 export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
+    const auth = yield* Auth
+    const coordination = yield* Coordination
 
     const loadWork = (userId: string, workId: string) =>
       sql<WorkRow>`SELECT head, seq, title, status, resolution, claimant, workers FROM ledger_work
@@ -553,7 +560,16 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
       if (input.events.length > MAX_EVENTS_PER_APPEND) {
         return yield* new ValidationError({ detail: `at most ${MAX_EVENTS_PER_APPEND} events per append` })
       }
-      for (const e of input.events) if (e.type === "asserted") yield* checkValue(e.value)
+      for (const e of input.events) {
+        if (e.type !== "asserted") continue
+        // `review` is the verdict's field: an agent's own "approved" must not sit there, even as `asserted`
+        if (e.field === REVIEW_FIELD) {
+          return yield* new ValidationError({
+            detail: "the field review is written only by sophia.review_verdict; request a review instead"
+          })
+        }
+        yield* checkValue(e.value)
+      }
       const drafts = input.events.map((e) => draftOf(e, caller.connectionId))
       return yield* commit(caller.userId, input.work_id, input.expected_head, drafts)
     }, Effect.catchTag("SqlError", Effect.die))
@@ -582,18 +598,7 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
 
     /** A reviewer named by full id, short id or name among the user's live connections. */
     const resolveReviewer = (userId: string, selector: string) =>
-      Effect.gen(function*() {
-        const rows = yield* sql<{ id: string; name: string }>`SELECT id, name FROM connections
-          WHERE user_id = ${userId} AND revoked_at IS NULL`
-        const exact = rows.filter((r) => r.id === selector)
-        if (exact.length === 1) return exact[0].id
-        const matches = rows.filter((r) => r.name === selector || (selector.length === 8 && r.id.startsWith(selector)))
-        if (matches.length === 1) return matches[0].id
-        if (matches.length > 1) {
-          return yield* new AmbiguousRecipient({ selector, candidates: matches.map((r) => ({ connection_id: r.id, name: r.name })) })
-        }
-        return yield* new UnknownRecipient({ selector })
-      })
+      Effect.map(auth.resolve(userId, selector), (info) => info.connection_id)
 
     /** `sophia.review_request`: mint a durable request id for an exact artifact. */
     const requestReview = Effect.fn("Ledger.requestReview")(function*(
@@ -817,6 +822,42 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
       return yield* loadState(userId, workId)
     }, Effect.orDie)
 
-    return { append, observe, requestReview, giveVerdict, status, log, diff, verify, events, state } as const
+    /**
+     * What the server witnessed itself becomes `observed` evidence on the work item it concerns, inside
+     * the transaction that witnessed it. Nothing to observe (no such item) is not an error; a failed
+     * observation is logged and never blocks the write that triggered it.
+     */
+    const witness = (userId: string, workId: string, field: string, value: unknown, source: string) =>
+      observe(userId, workId, field, value, source).pipe(
+        Effect.asVoid,
+        Effect.catchTag("NotFound", () => Effect.void),
+        Effect.catchAll((e) => Effect.logWarning(`could not record observed ${field} on ${workId}`, e))
+      )
+
+    // a closeout on the item's `arc:<work_id>` channel
+    yield* coordination.onPost((post) =>
+      post.kind === "closeout" && post.channel.startsWith("arc:")
+        ? witness(post.user_id, post.channel.slice(4), "closeout", {
+          post_id: post.post_id,
+          by: post.author,
+          channel_archived: post.archived
+        }, `post ${post.post_id}`)
+        : Effect.void
+    )
+    // the claimant's connection revoked
+    yield* auth.onRevoke((revoked) =>
+      Effect.gen(function*() {
+        const items = yield* sql<{ work_id: string }>`SELECT work_id FROM ledger_work
+          WHERE user_id = ${revoked.userId} AND claimant = ${revoked.connectionId} AND status <> 'closed'`
+        for (const item of items) {
+          yield* witness(revoked.userId, item.work_id, "claimant_revoked", {
+            connection_id: revoked.connectionId,
+            at: revoked.at
+          }, `connection ${revoked.connectionId} revoked`)
+        }
+      }).pipe(Effect.orDie)
+    )
+
+    return { append, observe, witness, requestReview, giveVerdict, status, log, diff, verify, events, state } as const
   })
 }) {}

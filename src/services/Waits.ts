@@ -12,6 +12,7 @@ import type { ConnectionRef, DeclareWaitInput, DeclareWaitResult, WaitEdge, Wait
 import { WAIT_CHANNEL, WaitCycle } from "../domain/Waits.js"
 import { Auth } from "./Auth.js"
 import { Coordination } from "./Coordination.js"
+import { Ledger } from "./Ledger.js"
 import { DbInt } from "../domain/Time.js"
 
 /**
@@ -69,6 +70,15 @@ const EdgeRow = Schema.Struct({
 })
 const decodeEdges = Schema.decodeUnknown(Schema.Array(EdgeRow))
 
+interface ResolvedWait {
+  readonly id: string
+  readonly user_id: string
+  readonly pred_channel: string
+  readonly status: string
+  readonly resolved_by: string | null
+  readonly waiter_connection_id: string
+}
+
 const ref = (connectionId: string, name: string): ConnectionRef => ({
   connection_id: connectionId,
   connection_short: connectionShort(connectionId),
@@ -116,6 +126,7 @@ export class Waits extends Effect.Service<Waits>()("sophia/Waits", {
     const sql = yield* SqlClient.SqlClient
     const auth = yield* Auth
     const coordination = yield* Coordination
+    const ledger = yield* Ledger
     const config = yield* Effect.orDie(Config.all({
       defaultS: Config.number("SOPHIA_WAIT_DEFAULT_S").pipe(Config.withDefault(600)),
       ceilingS: Config.number("SOPHIA_WAIT_CEILING_S").pipe(Config.withDefault(3600)),
@@ -132,9 +143,25 @@ export class Waits extends Effect.Service<Waits>()("sophia/Waits", {
       readonly postId: string | null
       readonly how: string
     }) =>
-      sql`UPDATE waits SET status = ${resolution.status}, resolved_at = ${resolution.at}, resolved_by = ${resolution.by},
-          resolved_post_id = ${resolution.postId}, how = ${resolution.how}
-        WHERE id = ${waitId} AND status = 'open'`
+      sql<ResolvedWait>`UPDATE waits SET status = ${resolution.status}, resolved_at = ${resolution.at},
+          resolved_by = ${resolution.by}, resolved_post_id = ${resolution.postId}, how = ${resolution.how}
+        WHERE id = ${waitId} AND status = 'open'
+        RETURNING id, user_id, pred_channel, status, resolved_by, waiter_connection_id`.pipe(Effect.flatMap(witness))
+
+    /**
+     * A wait on an item's `arc:<work_id>` channel that resolved is something the server saw itself:
+     * `observed` evidence on that work item (field `wait`), in the same transaction.
+     */
+    const witness = (rows: ReadonlyArray<ResolvedWait>) =>
+      Effect.forEach(rows, (r) =>
+        r.pred_channel.startsWith("arc:")
+          ? ledger.witness(r.user_id, r.pred_channel.slice(4), "wait", {
+            wait_id: r.id,
+            resolution: r.status,
+            waiter: r.waiter_connection_id,
+            resolved_by: r.resolved_by
+          }, `wait ${r.id}`)
+          : Effect.void, { discard: true })
 
     const satisfiedHow = (post: { post_id: string; kind: string; channel: string; channel_seq: number }) =>
       `post ${post.post_id} (${post.kind}, channel_seq ${post.channel_seq} in ${post.channel})`
@@ -167,10 +194,11 @@ export class Waits extends Effect.Service<Waits>()("sophia/Waits", {
     /** A connection was revoked (inside its transaction): waits on it become unverifiable now; its own waits end. */
     const checkRevoked = (revoked: { readonly userId: string; readonly connectionId: string; readonly at: string }) =>
       Effect.gen(function*() {
-        yield* sql`UPDATE waits SET status = 'unverifiable', resolved_at = ${revoked.at}, resolved_by = NULL,
+        yield* sql<ResolvedWait>`UPDATE waits SET status = 'unverifiable', resolved_at = ${revoked.at}, resolved_by = NULL,
             how = ${`connection ${revoked.connectionId} was revoked: the predicate can no longer be read`}
           WHERE user_id = ${revoked.userId} AND status = 'open'
-            AND (on_connection_id = ${revoked.connectionId} OR from_connection_id = ${revoked.connectionId})`
+            AND (on_connection_id = ${revoked.connectionId} OR from_connection_id = ${revoked.connectionId})
+          RETURNING id, user_id, pred_channel, status, resolved_by, waiter_connection_id`.pipe(Effect.flatMap(witness))
         // a revoked waiter can never read a signal: its waits end without a delivery
         yield* sql`UPDATE waits SET status = 'cancelled', resolved_at = ${revoked.at}, delivered_at = ${revoked.at},
             how = 'the waiting connection was revoked'
@@ -239,6 +267,8 @@ export class Waits extends Effect.Service<Waits>()("sophia/Waits", {
       const expiresMs = now + Math.round(timeoutS * 1000)
       const expiresAt = iso(expiresMs)
 
+      const waitId = `wait-${randomUUID()}`
+      // the channel's sequence as it stands before the wait's own post, so that post can never count
       const [current] = yield* sql<{ seq: number | string | null }>`SELECT MAX(channel_seq) AS seq FROM posts
         WHERE user_id = ${caller.userId} AND channel = ${predicate.channel}`
       const currentSeq = Number(current?.seq ?? 0)
@@ -246,8 +276,6 @@ export class Waits extends Effect.Service<Waits>()("sophia/Waits", {
       const stored = predicate.type === "post_exists"
         ? { ...predicate, from: from!.connection_id, after_seq: predSeq }
         : predicate
-
-      const waitId = `wait-${randomUUID()}`
       const post = yield* coordination.post(caller, {
         channel: WAIT_CHANNEL,
         kind: "status",
@@ -268,11 +296,12 @@ export class Waits extends Effect.Service<Waits>()("sophia/Waits", {
       const already = predicate.type === "seq_reached"
         ? yield* sql<{ id: string; connection_id: string; kind: string; channel_seq: number | string }>`
             SELECT id, connection_id, kind, channel_seq FROM posts
-            WHERE user_id = ${caller.userId} AND channel = ${predicate.channel} AND channel_seq = ${predicate.seq}`
+            WHERE user_id = ${caller.userId} AND channel = ${predicate.channel} AND channel_seq = ${predicate.seq}
+              AND id <> ${post.post_id}`
         : yield* sql<{ id: string; connection_id: string; kind: string; channel_seq: number | string }>`
             SELECT id, connection_id, kind, channel_seq FROM posts
             WHERE user_id = ${caller.userId} AND channel = ${predicate.channel} AND channel_seq > ${predSeq}
-              AND connection_id = ${from!.connection_id}
+              AND connection_id = ${from!.connection_id} AND id <> ${post.post_id}
               AND (${predicate.kind ?? null} IS NULL OR kind = ${predicate.kind ?? null})
             ORDER BY channel_seq LIMIT 1`
       let resolution: "satisfied" | undefined
@@ -322,12 +351,17 @@ export class Waits extends Effect.Service<Waits>()("sophia/Waits", {
     const sweep = Effect.fn("Waits.sweep")(function*() {
       const now = yield* Clock.currentTimeMillis
       const at = iso(now)
-      const overdue = yield* sql<{ id: string }>`UPDATE waits SET status = 'unsatisfied', resolved_at = ${at}, resolved_by = NULL,
-          how = 'the bound passed (' || expires_at || ') with the predicate unmet'
-        WHERE status = 'open' AND expires_ms <= ${now} RETURNING id`
-      const orphaned = yield* sql<{ id: string }>`UPDATE waits SET status = 'unverifiable', resolved_at = ${at}, resolved_by = NULL,
-          how = 'the awaited connection was revoked: the predicate can no longer be read'
-        WHERE status = 'open' AND on_connection_id IN (SELECT id FROM connections WHERE revoked_at IS NOT NULL) RETURNING id`
+      // each update is atomic on its own and claims its rows (`status = 'open'`); no transaction is held
+      // across them, so a sweep never keeps the write lock while another daemon waits for it
+      const overdue = yield* sql<ResolvedWait>`UPDATE waits SET status = 'unsatisfied', resolved_at = ${at},
+          resolved_by = NULL, how = 'the bound passed (' || expires_at || ') with the predicate unmet'
+        WHERE status = 'open' AND expires_ms <= ${now}
+        RETURNING id, user_id, pred_channel, status, resolved_by, waiter_connection_id`
+      const orphaned = yield* sql<ResolvedWait>`UPDATE waits SET status = 'unverifiable', resolved_at = ${at},
+          resolved_by = NULL, how = 'the awaited connection was revoked: the predicate can no longer be read'
+        WHERE status = 'open' AND on_connection_id IN (SELECT id FROM connections WHERE revoked_at IS NOT NULL)
+        RETURNING id, user_id, pred_channel, status, resolved_by, waiter_connection_id`
+      yield* witness([...overdue, ...orphaned])
       return overdue.length + orphaned.length
     }, Effect.orDie)
 
