@@ -330,7 +330,8 @@ layer(TestApp, { timeout: 120_000, excludeTestServices: true })("Sandbox (sophia
     Effect.gen(function*() {
       const caller = yield* fresh()
       const sandbox = yield* Sandbox
-      const fiber = yield* Effect.fork(exec(caller, `while (true) {}`, { timeout_ms: 20_000 }))
+      // one call first: a run that already had effects is never re-run, so its death is reported
+      const fiber = yield* Effect.fork(exec(caller, `await sophia.orient({}); while (true) {}`, { timeout_ms: 20_000 }))
       yield* Effect.sleep(700)
       const pids = yield* sandbox.pids
       assert.isAbove(pids.length, 0)
@@ -338,9 +339,20 @@ layer(TestApp, { timeout: 120_000, excludeTestServices: true })("Sandbox (sophia
       const err = refused(yield* Fiber.join(fiber))
       assert.strictEqual(err.code, "sandbox_error")
       assert.include(err.message, "died")
+      assert.strictEqual(err.process_died, true)
       assert.strictEqual(ok(yield* exec(caller, `return "alive"`)).result, "alive")
       const after = yield* sandbox.pids
       for (const pid of after) assert.notInclude(pids, pid)
+    }))
+
+  it.effect("a run whose process dies before it made any call is run once more on a fresh child", () =>
+    Effect.gen(function*() {
+      const caller = yield* fresh()
+      const sandbox = yield* Sandbox
+      const fiber = yield* Effect.fork(exec(caller, `const t = Date.now(); while (Date.now() - t < 1500) {} ; return "finished"`))
+      yield* Effect.sleep(500)
+      for (const pid of yield* sandbox.pids) process.kill(pid, "SIGKILL")
+      assert.strictEqual(ok(yield* Fiber.join(fiber)).result, "finished")
     }))
 
   it.effect("the watchdog SIGKILLs a child that stops answering; the next run works", () =>

@@ -76,7 +76,9 @@ export class SandboxError extends Schema.TaggedError<SandboxError>()("SandboxErr
   /** the agent's stack frames, mapped to its own snippet lines (`snippet.ts:LINE:COL`) */
   agent_stack: Schema.optional(Schema.String),
   sophia_calls: Schema.optional(Schema.Int),
-  logs: Schema.optional(Schema.Array(Schema.String))
+  logs: Schema.optional(Schema.Array(Schema.String)),
+  /** the hosting process died under the run (killed from outside, crashed) */
+  process_died: Schema.optional(Schema.Boolean)
 }) {
   override get message() {
     return this.detail

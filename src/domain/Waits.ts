@@ -1,4 +1,5 @@
 import { Schema } from "effect"
+import { ChannelName, PostKind } from "./Coordination.js"
 import { BlockingItem, WaitResolution } from "./Envelope.js"
 
 /**
@@ -10,13 +11,13 @@ import { BlockingItem, WaitResolution } from "./Envelope.js"
 /** The fleet-visible channel the wait posts go to (addressed `to` the awaited connection). */
 export const WAIT_CHANNEL = "waits"
 
-const Channel = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200))
+const Channel = ChannelName
 
 /** A post exists in `channel` (of `kind`, by `from` — default: the awaited connection — after `after_seq`). */
 export const PostExists = Schema.Struct({
   type: Schema.Literal("post_exists"),
   channel: Channel,
-  kind: Schema.optional(Schema.Literal("question", "answer", "claim", "decision", "status", "heartbeat", "brief", "closeout")),
+  kind: Schema.optional(PostKind),
   from: Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200))).annotations({
     description: "author selector; default: the connection you wait on"
   }),

@@ -32,12 +32,8 @@ export const sqliteStore = (filename: string) =>
 /** Every service, over whatever store is provided. */
 // In dependency order: each level is provided the ones below it (one instance of each service).
 export const ServicesLive = Waits.Default.pipe(
-  Layer.provideMerge(
-    Ledger.Default
-  ),
-  Layer.provideMerge(
-    Layer.mergeAll(Coordination.Default, Approvals.Default, Knowledge.Default, Catalog.Default, Orient.Default)
-  ),
+  Layer.provideMerge(Layer.mergeAll(Ledger.Default, Orient.Default)),
+  Layer.provideMerge(Layer.mergeAll(Coordination.Default, Approvals.Default, Knowledge.Default, Catalog.Default)),
   Layer.provideMerge(Auth.Default),
   // execute_code's pool: no child process until the first run (SandboxWarmUp pre-spawns in the daemon)
   Layer.merge(SandboxLive)

@@ -80,7 +80,5 @@ export const refusalBody = (refusal: Refusal): RefusalBody => {
 
 export const httpStatusOf = (refusal: Refusal): number => CODES[refusal._tag][1]
 
-export const isRefusal = (u: unknown): u is Refusal =>
-  typeof u === "object" && u !== null && "_tag" in u && typeof (u as any)._tag === "string" && (u as any)._tag in CODES
 
 export const AUTH_MESSAGE = new Unauthenticated().message

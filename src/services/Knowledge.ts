@@ -333,7 +333,7 @@ export class Knowledge extends Effect.Service<Knowledge>()("sophia/Knowledge", {
       if (facts.length === 0) return { facts: [] as Array<FactRow> }
       const sources = yield* sql<{ fact_id: string; document_id: string; title: string; uri: string | null }>`SELECT
           fs.fact_id, d.id AS document_id, d.title, d.uri
-        FROM fact_sources fs JOIN documents d ON d.id = fs.document_id
+        FROM fact_sources fs JOIN documents d ON d.id = fs.document_id AND d.deleted_at IS NULL
         WHERE fs.fact_id IN ${sql.in(facts.map((f) => f.id))} ${scopeClause("d.entity_id", scope)}
         ORDER BY d.id`
       const byFact = new Map<string, Array<{ document_id: string; title: string; uri: string | null }>>()
@@ -354,6 +354,16 @@ export class Knowledge extends Effect.Service<Knowledge>()("sophia/Knowledge", {
       return rows.map((r) => ({ ...r, changes: decodeChanges(r.changes) }))
     }, Effect.catchTag("SqlError", Effect.die))
 
+    /** How many live documents the caller may read (its entity scope applied exactly as the read tools do). */
+    const countDocuments = (caller: Caller) =>
+      Effect.gen(function*() {
+        const scope = yield* scopeIds(caller)
+        if (scope !== undefined && scope.length === 0) return 0
+        const [row] = yield* sql<{ n: number | string }>`SELECT COUNT(*) AS n FROM documents
+          WHERE user_id = ${caller.userId} AND deleted_at IS NULL ${scopeClause("entity_id", scope)}`
+        return Number(row.n)
+      }).pipe(Effect.orDie)
+
     return {
       createEntity,
       addDocument,
@@ -363,7 +373,6 @@ export class Knowledge extends Effect.Service<Knowledge>()("sophia/Knowledge", {
       revert,
       search,
       query,
-      mutations
-    } as const
+      mutations, countDocuments } as const
   })
 }) {}

@@ -1,5 +1,5 @@
 import type { Scope } from "effect"
-import { Cause, Clock, Config, Context, Duration, Effect, Exit, FiberSet, Layer, Option, Queue, Ref } from "effect"
+import { Cause, Clock, Config, Context, Duration, Effect, Exit, FiberSet, Layer, Option, Queue, Ref, Schedule } from "effect"
 import { transform } from "esbuild"
 import type { ChildProcess } from "node:child_process"
 import { fork } from "node:child_process"
@@ -320,7 +320,8 @@ export const make = (options: SandboxPoolOptions): Effect.Effect<SandboxService,
         ? new SandboxMemoryLimit({ limit_mb: SANDBOX_HEAP_MB, sophia_calls: calls })
         : new SandboxError({
           detail: `the sandbox process died (${m.signal ?? `exit ${m.code}`}) while running the snippet; it was replaced`,
-          sophia_calls: calls
+          sophia_calls: calls,
+          process_died: true
         })
 
     const runOn = (child: Child, compiled: Compiled, host: SandboxHost, deadline: number, timeoutMs: number) =>
@@ -356,13 +357,14 @@ export const make = (options: SandboxPoolOptions): Effect.Effect<SandboxService,
             if (name === "sophia.execute_code") {
               return yield* refuse(name, { code: "sandbox_error", message: "sophia.execute_code cannot be nested" })
             }
-            if (m.args.length > SANDBOX_MAX_ARGS_BYTES) {
+            const argsBytes = Buffer.byteLength(m.args, "utf8")
+            if (argsBytes > SANDBOX_MAX_ARGS_BYTES) {
               return yield* refuse(name, {
                 code: "payload_too_large",
-                message: `the arguments are ${m.args.length} bytes of JSON; the limit is ${SANDBOX_MAX_ARGS_BYTES}`,
+                message: `the arguments are ${argsBytes} bytes of JSON; the limit is ${SANDBOX_MAX_ARGS_BYTES}`,
                 what: "arguments",
                 limit: SANDBOX_MAX_ARGS_BYTES,
-                actual: m.args.length,
+                actual: argsBytes,
                 unit: "bytes"
               })
             }
@@ -470,6 +472,14 @@ export const make = (options: SandboxPoolOptions): Effect.Effect<SandboxService,
       const deadline = Number(started / 1_000_000n) + timeoutMs
       const compiled = yield* compileCached(input.code)
       const out = yield* withChild((child) => runOn(child, compiled, host, deadline, timeoutMs)).pipe(
+        // a child that died before the snippet made any call (killed from outside, or dead before the run
+        // reached it) had no effect anywhere: run it once more on a fresh child
+        // (after a pause, so the exit of any other child killed at the same moment is seen first)
+        Effect.retry({
+          times: 2,
+          schedule: Schedule.spaced(Duration.millis(100)),
+          while: (e) => e._tag === "SandboxError" && e.process_died === true && (e.sophia_calls ?? 0) === 0
+        }),
         Effect.timeoutFail({
           // a backstop when every child is busy for the whole deadline
           duration: Duration.millis(timeoutMs + options.abortGraceMs + 1000),
