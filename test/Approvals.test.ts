@@ -286,3 +286,26 @@ describe("Approvals: inside sophia.execute_code", () => {
       assert.strictEqual(yield* count("documents"), 1)
     }).pipe(Effect.provide(Fast)), 120_000)
 })
+
+describe("Approvals: a call the service would refuse anyway", () => {
+  it.live("is refused at once, before any approval is asked for, and leaves nothing behind", () =>
+    Effect.gen(function*() {
+      const { caller: poster } = yield* connect("poster", "full")
+      const { caller: assistant } = yield* connect("helper", "assistant")
+      const post = yield* call(poster, "sophia.coordination_post", { channel: "general", kind: "claim", body: "x is true" })
+      const started = Date.now()
+      const refused = yield* call(assistant, "sophia.submit_claim_graph", {
+        claims: [{ subject: "x", predicate: "is", object: "true", source_ids: [post.post_id] }]
+      })
+      assert.strictEqual(refused.error.code, "invalid_grounding_source")
+      assert.isBelow(Date.now() - started, 1_500, "no wait for the owner (who would be given 2 s)")
+      assert.strictEqual(yield* count("approvals"), 0, "the owner is not asked to approve a call that cannot succeed")
+      assert.strictEqual(yield* count("facts"), 0)
+      // a call that can succeed still needs its approval, and the dry run wrote nothing
+      const doc = yield* call(assistant, "sophia.add_document", { title: "t", body: "b" })
+      assert.strictEqual(doc.error.code, "approval_required")
+      assert.strictEqual(yield* count("documents"), 0)
+      assert.strictEqual(yield* count("mutations"), 0)
+      assert.strictEqual(yield* count("approvals"), 1)
+    }).pipe(Effect.provide(appWithWait(2_000))))
+})

@@ -1,4 +1,5 @@
 import { SqlClient } from "@effect/sql"
+import { SqlError } from "@effect/sql/SqlError"
 import { Clock, Config, Duration, Effect, Option } from "effect"
 import { randomUUID } from "node:crypto"
 import type { ApprovalInfo, ApprovalStatus, ElicitAnswer } from "../domain/Approvals.js"
@@ -25,6 +26,10 @@ interface ApprovalRow {
 }
 
 /** The gate a call passes when its access decision is not a plain `allow`. */
+class DryRunSucceeded {
+  readonly _tag = "DryRunSucceeded"
+}
+
 export interface GateRequest<A, E> {
   readonly caller: Caller
   readonly tool: { readonly name: string; readonly access: string }
@@ -138,8 +143,24 @@ export class Approvals extends Effect.Service<Approvals>()("sophia/Approvals", {
         })
 
     /** The approval flow of one gated call (see the class comment). */
+    /**
+     * Run the call in a transaction that is always rolled back: a call the service would refuse anyway is
+     * refused now, before an approval is asked for (the owner is never asked to approve a call that
+     * cannot succeed). Nothing it wrote survives.
+     */
+    const dryRun = <A, E>(execute: Effect.Effect<A, E>): Effect.Effect<void, E> =>
+      execute.pipe(
+        Effect.zipRight(Effect.fail(new DryRunSucceeded())),
+        sql.withTransaction,
+        Effect.catchIf((e): e is DryRunSucceeded => e instanceof DryRunSucceeded, () => Effect.void),
+        Effect.catchIf((e): e is SqlError => e instanceof SqlError, (e) => Effect.die(e))
+      )
+
     const gate = <A, E>(request: GateRequest<A, E>) =>
       Effect.gen(function*() {
+        // a re-call naming its approval gets the decision (and, once executed, the stored result) as is
+        const namesApproval = typeof request.args === "object" && request.args !== null && "approval_id" in request.args
+        if (!namesApproval) yield* dryRun(request.execute)
         let row = yield* bind(request.caller, request.tool, request.args)
         if (row.status === "pending" && request.decision === "approval" && request.elicit !== undefined) {
           const answer = yield* request.elicit(
