@@ -94,7 +94,15 @@ export class Dispatcher extends Effect.Service<Dispatcher>()("sophia/Dispatcher"
         })
         // an assistant's write or any elevated call runs only under an approval bound to these exact arguments
         if (gate === "allow") return yield* execute
-        return yield* approvals.gate({ caller, tool, decision: gate, args: args ?? {}, elicit: options.elicit, execute })
+        return yield* approvals.gate({
+          caller,
+          tool,
+          decision: gate,
+          args: args ?? {},
+          elicit: options.elicit,
+          execute,
+          dryRunSafe: tool.transactional === true
+        })
       })
 
     /** Call a tool as `caller`. Never fails: refusals and defects come back as an outcome with the envelope. */

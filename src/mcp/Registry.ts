@@ -53,6 +53,12 @@ export interface Tool<I = any, O = any> {
   readonly output: Schema.Schema<O, any, never>
   /** a list-returning read tool: the shared `compact`/`fields` projection applies to `output[key]` */
   readonly projection?: ListProjection | undefined
+  /**
+   * Every effect of the handler is in the database transaction it runs in. Such a gated call is first
+   * run in a transaction that is rolled back, so a call the service would refuse is refused before the
+   * owner is asked. Never set it on a tool with effects outside the database.
+   */
+  readonly transactional?: boolean | undefined
   readonly handler: (input: I, context: ToolContext) => Effect.Effect<O, Refusal>
 }
 
@@ -66,6 +72,7 @@ export const defineTool = <I, II, O, OI>(tool: {
   readonly input: Schema.Schema<I, II, never>
   readonly output: Schema.Schema<O, OI, never>
   readonly projection?: ListProjection | undefined
+  readonly transactional?: boolean | undefined
   readonly handler: (input: I, context: ToolContext) => Effect.Effect<O, Refusal>
 }): Tool<I, O> => tool
 

@@ -41,6 +41,8 @@ export interface GateRequest<A, E> {
   readonly elicit?: ((message: string) => Effect.Effect<ElicitAnswer>) | undefined
   /** the call itself; runs at most once per approval, and its JSON result is what every retry gets */
   readonly execute: Effect.Effect<A, E>
+  /** every effect of `execute` is in the database: it may be run once, rolled back, to refuse early */
+  readonly dryRunSafe?: boolean | undefined
 }
 
 /** A claim marker written by the conditional update that wins the right to execute (replaced by the result). */
@@ -160,7 +162,7 @@ export class Approvals extends Effect.Service<Approvals>()("sophia/Approvals", {
       Effect.gen(function*() {
         // a re-call naming its approval gets the decision (and, once executed, the stored result) as is
         const namesApproval = typeof request.args === "object" && request.args !== null && "approval_id" in request.args
-        if (!namesApproval) yield* dryRun(request.execute)
+        if (!namesApproval && request.dryRunSafe === true) yield* dryRun(request.execute)
         let row = yield* bind(request.caller, request.tool, request.args)
         if (row.status === "pending" && request.decision === "approval" && request.elicit !== undefined) {
           const answer = yield* request.elicit(
