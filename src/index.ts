@@ -39,3 +39,8 @@ export { camelMapping, camelName, generateDeclarations } from "./mcp/SdkTypes.js
 export * from "./domain/Sandbox.js"
 export { Sandbox, SandboxLive, SandboxTest, SandboxWarmUp } from "./services/Sandbox.js"
 export type { SandboxHost, SandboxService } from "./services/Sandbox.js"
+export * from "./domain/Waits.js"
+export { Waits } from "./services/Waits.js"
+export { Orient } from "./services/Orient.js"
+export { DaemonLive, EnvelopeLive } from "./layers/App.js"
+export { SweepLive } from "./layers/Sweep.js"
