@@ -150,14 +150,8 @@ export const BeaconInput = Schema.Struct({
 })
 export type BeaconInput = typeof BeaconInput.Type
 
-export const BeaconResult = Schema.Struct({
-  post_id: Schema.String,
-  channel: Schema.String,
-  channel_seq: Schema.Number,
-  created_at: Schema.String,
-  last_seen_at: Schema.String,
-  warning: Schema.optional(Schema.String)
-})
+/** A beacon's receipt is its heartbeat post's receipt plus the connection's new last-seen time. */
+export const BeaconResult = Schema.Struct({ ...PostReceipt.fields, last_seen_at: Schema.String })
 export type BeaconResult = typeof BeaconResult.Type
 
 export const BEACON_CHANNEL = "beacon"

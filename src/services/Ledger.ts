@@ -4,7 +4,7 @@ import { Effect } from "effect"
 import { createHash, randomUUID } from "node:crypto"
 import type { Caller } from "../domain/Auth.js"
 import { connectionShort } from "../domain/Auth.js"
-import { AmbiguousRecipient, NotFound, UnknownRecipient, ValidationError } from "../domain/Errors.js"
+import { NotFound, ValidationError } from "../domain/Errors.js"
 import type { AppendEvent, Artifact, Evidence, LedgerEvent, ReviewState, SettledField, Verdict, WorkState } from "../domain/Ledger.js"
 import {
   EvidenceDowngrade,

@@ -1,4 +1,4 @@
-import { Effect, Schema } from "effect"
+import { Effect, Schema, Struct } from "effect"
 import {
   AppendEvent,
   Artifact,
@@ -8,7 +8,8 @@ import {
   SettledField,
   Sha256,
   Verdict,
-  WorkId
+  WorkId,
+  WorkState
 } from "../../domain/Ledger.js"
 import { Ledger } from "../../services/Ledger.js"
 import { APPEND_ONLY, defineTool, READ_ONLY } from "../Registry.js"
@@ -48,14 +49,9 @@ const PendingReview = Schema.Struct({
 
 const StatusOutput = Schema.Struct({
   work_id: Schema.String,
+  // the settled state is the contract's WorkState (less what is internal), with reviews listed
   settled: Schema.Struct({
-    head: Schema.String,
-    seq: Schema.Number,
-    title: Schema.String,
-    status: Schema.Literal("open", "closed"),
-    resolution: Schema.NullOr(Schema.String),
-    claimant: Schema.NullOr(Schema.String),
-    fields: Schema.Record({ key: Schema.String, value: SettledField }),
+    ...Struct.pick(WorkState.fields, "head", "seq", "title", "status", "resolution", "claimant", "fields"),
     reviews: Schema.Array(Schema.Struct({
       request_id: Schema.String,
       status: ReviewState.fields.status,
