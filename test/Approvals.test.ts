@@ -3,7 +3,8 @@ import { assert, describe, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Fiber, Layer, Schema } from "effect"
 import { argsHash } from "../src/domain/Approvals.js"
 import type { Caller } from "../src/domain/Auth.js"
-import { makeCore, SophiaLive, sqliteStore } from "../src/layers/App.js"
+import { makeCore, SophiaLive } from "../src/layers/App.js"
+import { SqliteLive } from "../src/layers/Sql.js"
 import type { CallOptions } from "../src/mcp/Dispatch.js"
 import { Dispatcher } from "../src/mcp/Dispatch.js"
 import { defineTool, READ_ONLY, ToolRegistry } from "../src/mcp/Registry.js"
@@ -15,7 +16,7 @@ import { connect } from "./support/Fixtures.js"
 
 /** A fresh in-memory app whose gated calls wait `waitMs` for a decision. */
 const appWithWait = (waitMs: number, registry?: Parameters<typeof makeCore>[1]) =>
-  makeCore(sqliteStore(":memory:"), registry).pipe(
+  makeCore(SqliteLive(":memory:"), registry).pipe(
     Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["SOPHIA_APPROVAL_WAIT_MS", String(waitMs)]]))))
   )
 const Fast = appWithWait(30)

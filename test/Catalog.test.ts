@@ -11,7 +11,8 @@ import { decideAccess } from "../src/domain/Access.js"
 import type { AccessClass, Caller } from "../src/domain/Auth.js"
 import { ACCESS_CLASSES } from "../src/domain/Auth.js"
 import { LEDGER_CONTRACT_HASH } from "../src/domain/Ledger.js"
-import { allToolSets, makeCore, RegistryLive, SophiaTest, sqliteStore } from "../src/layers/App.js"
+import { allToolSets, makeCore, RegistryLive, SophiaTest } from "../src/layers/App.js"
+import { SqliteLive } from "../src/layers/Sql.js"
 import { Dispatcher } from "../src/mcp/Dispatch.js"
 import { makeMcpServer } from "../src/mcp/McpServer.js"
 import type { Tool } from "../src/mcp/Registry.js"
@@ -43,7 +44,7 @@ const probe = (access: AccessClass, name = `sophia.probe_${access}`) =>
 /** The live surface plus one throwaway tool per access class, so the profile filter has something to hide. */
 const probes = ACCESS_CLASSES.map((a) => probe(a))
 const ProbedApp = makeCore(
-  sqliteStore(":memory:"),
+  SqliteLive(":memory:"),
   ToolRegistry.fromToolSets<Layer.Layer.Context<typeof RegistryLive>>(...allToolSets, Effect.succeed(probes))
 )
 
@@ -245,7 +246,7 @@ describe("version_hash", () => {
         return (yield* catalogOf(caller, { brief: true })).version_hash
       })
       const a = yield* Effect.provide(hashOnce, SophiaTest)
-      const b = yield* Effect.provide(hashOnce, makeCore(sqliteStore(":memory:")))
+      const b = yield* Effect.provide(hashOnce, makeCore(SqliteLive(":memory:")))
       assert.strictEqual(a, b)
     }))
 

@@ -2,7 +2,9 @@ import { SqlClient } from "@effect/sql"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Option } from "effect"
 import type { Caller } from "../src/domain/Auth.js"
-import type { InboxInput, PostInput, PostWritten } from "../src/domain/Coordination.js"
+import type { InboxInput, PostInput } from "../src/domain/Coordination.js"
+import type { PostLanded } from "../src/domain/Events.js"
+import { Events } from "../src/services/Events.js"
 import { PostKind, VALID_POST_KINDS } from "../src/domain/Coordination.js"
 import { SophiaTest } from "../src/layers/App.js"
 import { Dispatcher } from "../src/mcp/Dispatch.js"
@@ -179,11 +181,16 @@ describe("Coordination: posts and identity", () => {
       assert.strictEqual(rows[3].behind_by, 2)
     }).pipe(Effect.provide(SophiaTest)))
 
-  it.effect("the post observer hook sees every written row, inside the write", () =>
+  it.effect("every written post is published as PostLanded, inside the write", () =>
     Effect.gen(function*() {
-      const coordination = yield* Coordination
-      const seen: Array<PostWritten> = []
-      yield* coordination.onPost((row) => Effect.sync(() => void seen.push(row)))
+      const events = yield* Events
+      const seen: Array<PostLanded> = []
+      yield* events.subscribe({
+        on: "PostLanded",
+        name: "test",
+        policy: "atomic",
+        handle: (row) => Effect.sync(() => void seen.push(row))
+      })
       const { caller: a } = yield* connect("a")
       const row = yield* say(a, "arc:w", "done", "status")
       assert.strictEqual(seen.length, 1)

@@ -2,7 +2,8 @@ import { assert, describe, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Layer, Schema } from "effect"
 import { ACCESS_CLASSES } from "../src/domain/Auth.js"
 import type { AccessClass } from "../src/domain/Auth.js"
-import { makeCore, sqliteStore } from "../src/layers/App.js"
+import { makeCore } from "../src/layers/App.js"
+import { SqliteLive } from "../src/layers/Sql.js"
 import { Dispatcher } from "../src/mcp/Dispatch.js"
 import { APPEND_ONLY, defineTool, makeRegistry, READ_ONLY, ToolRegistry } from "../src/mcp/Registry.js"
 import { connect } from "./support/Fixtures.js"
@@ -23,7 +24,7 @@ const probe = (access: AccessClass) =>
 
 const TestRegistry = Layer.succeed(ToolRegistry, makeRegistry(ACCESS_CLASSES.map(probe)))
 // gated calls (approvals) answer at once instead of waiting for the owner's decision
-const ProbeApp = makeCore(sqliteStore(":memory:"), TestRegistry).pipe(
+const ProbeApp = makeCore(SqliteLive(":memory:"), TestRegistry).pipe(
   Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["SOPHIA_APPROVAL_WAIT_MS", "0"]]))))
 )
 

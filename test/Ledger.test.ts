@@ -8,7 +8,8 @@ import * as path from "node:path"
 import type { Caller } from "../src/domain/Auth.js"
 import { SophiaLive, SophiaTest } from "../src/layers/App.js"
 import { Dispatcher } from "../src/mcp/Dispatch.js"
-import { eventHash, Ledger, replay, settle, stateHash } from "../src/services/Ledger.js"
+import { eventHash, replay, settle, stateHash } from "../src/domain/LedgerCore.js"
+import { Ledger } from "../src/services/Ledger.js"
 import { connect } from "./support/Fixtures.js"
 
 const SHA_A = "a".repeat(64)

@@ -5,7 +5,8 @@ import type { Caller } from "../src/domain/Auth.js"
 import type { Evidence } from "../src/domain/Ledger.js"
 import { evidenceRank } from "../src/domain/Ledger.js"
 import { SophiaTest } from "../src/layers/App.js"
-import { Ledger, replay, settle, stateHash } from "../src/services/Ledger.js"
+import { replay, settle, stateHash } from "../src/domain/LedgerCore.js"
+import { Ledger } from "../src/services/Ledger.js"
 import { connect } from "./support/Fixtures.js"
 
 /**

@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Schema } from "effect"
-import { makeCore, SophiaTest, sqliteStore } from "../src/layers/App.js"
+import { makeCore, SophiaTest } from "../src/layers/App.js"
+import { SqliteLive } from "../src/layers/Sql.js"
 import { Dispatcher } from "../src/mcp/Dispatch.js"
 import { defineTool, makeRegistry, READ_ONLY, ToolRegistry } from "../src/mcp/Registry.js"
 import { connect } from "./support/Fixtures.js"
@@ -48,7 +49,7 @@ const previewTool = defineTool({
 })
 
 const ProjectionApp = makeCore(
-  sqliteStore(":memory:"),
+  SqliteLive(":memory:"),
   ToolRegistry.fromToolSets(Effect.succeed([listTool, previewTool]))
 )
 const ALL_KEYS = Object.keys(Row.fields)

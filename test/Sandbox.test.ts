@@ -2,7 +2,8 @@ import { assert, describe, it, layer } from "@effect/vitest"
 import { Effect, Fiber, Layer, Schema } from "effect"
 import type { Caller } from "../src/domain/Auth.js"
 import { SANDBOX_CALL_CAP, SANDBOX_DEFAULT_TIMEOUT_MS } from "../src/domain/Sandbox.js"
-import { allToolSets, makeCore, type ServicesLive, sqliteStore } from "../src/layers/App.js"
+import { allToolSets, makeCore, type ServicesLive } from "../src/layers/App.js"
+import { SqliteLive } from "../src/layers/Sql.js"
 import type { CallOutcome } from "../src/mcp/Dispatch.js"
 import { Dispatcher } from "../src/mcp/Dispatch.js"
 import { APPEND_ONLY, defineTool, READ_ONLY, ToolRegistry } from "../src/mcp/Registry.js"
@@ -41,7 +42,7 @@ const probeTools = Effect.succeed([
 ])
 
 const TestApp = makeCore(
-  sqliteStore(":memory:"),
+  SqliteLive(":memory:"),
   ToolRegistry.fromToolSets<Layer.Layer.Success<typeof ServicesLive>>(...allToolSets, probeTools)
 )
 

@@ -24,6 +24,13 @@ export type PostKind = typeof PostKind.Type
 export const ARC_PREFIX = "arc:"
 export const isArcChannel = (channel: string) => channel.startsWith(ARC_PREFIX)
 
+/**
+ * The one place the rule lives: the channel `arc:<work_id>` names the ledger's work item `<work_id>`
+ * (a closeout or a resolved wait there is observed on that item). Undefined for any other channel.
+ */
+export const arcWorkId = (channel: string): string | undefined =>
+  isArcChannel(channel) && channel.length > ARC_PREFIX.length ? channel.slice(ARC_PREFIX.length) : undefined
+
 export const ChannelName = Schema.String.pipe(
   Schema.minLength(1),
   Schema.maxLength(200),
@@ -76,13 +83,11 @@ export type PostReceipt = typeof PostReceipt.Type
  * The row a write produced, as handed to internal callers (Waits) and post observers. `author` is the
  * authenticated connection; `to_connection_id` the resolved recipient.
  */
+/**
+ * What `Coordination.post` returns: the receipt (what the tool sends; its output Schema keeps only the
+ * receipt's keys) and the channel's archived state after the write, for callers inside the server.
+ */
 export interface PostWritten extends PostReceipt {
-  readonly user_id: string
-  readonly kind: PostKind
-  readonly author: string
-  readonly to_connection_id: string | null
-  readonly based_on_seq: number | null
-  /** the channel's archived state after this write */
   readonly archived: boolean
 }
 

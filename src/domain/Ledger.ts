@@ -1,4 +1,4 @@
-import { Schema } from "effect"
+import { Schema, Struct } from "effect"
 
 /**
  * The ledger contract: the typed events every work item's history is made of, implementation-free.
@@ -97,15 +97,42 @@ export const LedgerEvent = Schema.Union(
 export type LedgerEvent = typeof LedgerEvent.Type
 export type LedgerEventType = LedgerEvent["type"]
 
+/** Limits of one append (DESIGN "Limits"), said once, by the Schemas below. */
+export const MAX_EVENTS_PER_APPEND = 100
+export const MAX_VALUE_BYTES = 8 * 1024
+
+/**
+ * Why a value cannot be a ledger field's value, or undefined when it can: it must have a JSON form
+ * (hashing takes its canonical JSON) of at most MAX_VALUE_BYTES.
+ */
+export const ledgerValueIssue = (value: unknown): string | undefined => {
+  let text: string | undefined
+  try {
+    text = JSON.stringify(value === undefined ? null : value)
+  } catch (e) {
+    return `value is not JSON: ${(e as Error).message}`
+  }
+  if (text === undefined) return "value has no JSON form"
+  const bytes = Buffer.byteLength(text)
+  return bytes > MAX_VALUE_BYTES ? `value is ${bytes} bytes of JSON; the limit is ${MAX_VALUE_BYTES}` : undefined
+}
+
+/** A field's value as an agent sends it. */
+export const LedgerValue = Schema.Unknown.pipe(
+  Schema.filter((value) => ledgerValueIssue(value) ?? true)
+)
+
 /** What an agent may append through `sophia.ledger_append` (always evidence `asserted`). */
 export const AppendEvent = Schema.Union(
   Schema.Struct({ type: Schema.Literal("opened"), title: Text(500) }),
   Schema.Struct({ type: Schema.Literal("claimed") }),
   Schema.Struct({ type: Schema.Literal("released") }),
-  Schema.Struct({ type: Schema.Literal("asserted"), field: FieldName, value: Schema.Unknown }),
+  Schema.Struct({ type: Schema.Literal("asserted"), field: FieldName, value: LedgerValue }),
   Schema.Struct({ type: Schema.Literal("closed"), resolution: Text(2000) })
 )
 export type AppendEvent = typeof AppendEvent.Type
+
+
 
 /** One field of the settled state. */
 export const SettledField = Schema.Struct({
@@ -145,6 +172,145 @@ export const WorkState = Schema.Struct({
   reviews: Schema.Record({ key: Schema.String, value: ReviewState })
 })
 export type WorkState = typeof WorkState.Type
+
+// ---------------------------------------------------------------------------------------------------
+// Tool arguments and results (the single source of the tools' JSON Schemas and of the service's types)
+
+const ExpectedHead = Schema.NullOr(EventHash).annotations({
+  description: "the head you believe you extend (null to create the item); a moved head is refused with head_moved"
+})
+
+export const LedgerAppendInput = Schema.Struct({
+  work_id: WorkId,
+  expected_head: ExpectedHead,
+  events: Schema.Array(AppendEvent).pipe(Schema.minItems(1), Schema.maxItems(MAX_EVENTS_PER_APPEND)).annotations({
+    description: "appended all or none; a new item starts with {type:'opened', title}"
+  })
+})
+export type LedgerAppendInput = typeof LedgerAppendInput.Type
+
+export const AppendResult = Schema.Struct({ work_id: Schema.String, head: Schema.String, seq: Schema.Number })
+export type AppendResult = typeof AppendResult.Type
+
+export const WorkRef = Schema.Struct({ work_id: WorkId })
+
+/** One stored event as the log shows it. */
+export const LedgerEventRow = Schema.Struct({
+  work_id: Schema.String,
+  seq: Schema.Number,
+  parent: Schema.NullOr(Schema.String),
+  type: Schema.String,
+  data: Schema.Unknown,
+  evidence: Evidence,
+  actor: Schema.String,
+  at: Schema.String,
+  hash: Schema.String
+})
+export const LEDGER_LOG_COMPACT = ["seq", "type", "data", "evidence", "hash"] as const
+
+const PendingReview = Schema.Struct({
+  request_id: Schema.String,
+  artifact: Artifact,
+  reviewer: Schema.NullOr(Schema.String),
+  requested_by: Schema.String
+})
+
+/** A connection as the ledger's observed view shows it (looked up live, never stored in the chain). */
+export const ObservedClaimant = Schema.Struct({
+  connection_id: Schema.String,
+  connection_short: Schema.String,
+  agent_name: Schema.String,
+  last_seen_at: Schema.NullOr(Schema.String),
+  revoked: Schema.Boolean
+})
+
+export const LedgerStatus = Schema.Struct({
+  work_id: Schema.String,
+  // the settled state is the contract's WorkState (less what is internal), with reviews listed
+  settled: Schema.Struct({
+    ...Struct.pick(WorkState.fields, "head", "seq", "title", "status", "resolution", "claimant", "fields"),
+    reviews: Schema.Array(Schema.Struct({
+      request_id: Schema.String,
+      status: ReviewState.fields.status,
+      verdict_by: Schema.NullOr(Schema.String)
+    })),
+    state_hash: Schema.String
+  }),
+  observed: Schema.Struct({
+    observed_at: Schema.String,
+    pending_reviews: Schema.Array(PendingReview),
+    claimant: Schema.NullOr(ObservedClaimant)
+  })
+})
+export type LedgerStatus = typeof LedgerStatus.Type
+
+export const LedgerLogInput = Schema.Struct({
+  work_id: WorkId,
+  limit: Schema.optional(Schema.Int.pipe(Schema.between(1, 200))).annotations({ description: "default 50" }),
+  before_seq: Schema.optional(Schema.Int.pipe(Schema.positive()))
+})
+export type LedgerLogInput = typeof LedgerLogInput.Type
+
+export const LedgerLog = Schema.Struct({
+  work_id: Schema.String,
+  head: Schema.String,
+  events: Schema.Array(LedgerEventRow),
+  next_before_seq: Schema.NullOr(Schema.Number)
+})
+export type LedgerLog = typeof LedgerLog.Type
+
+export const LedgerDiffInput = Schema.Struct({ work_id: WorkId, from: EventHash, to: Schema.optional(EventHash) })
+export type LedgerDiffInput = typeof LedgerDiffInput.Type
+
+export const FieldChange = Schema.Struct({
+  field: Schema.String,
+  before: Schema.NullOr(SettledField),
+  after: Schema.NullOr(SettledField)
+})
+const Pair = <S extends Schema.Schema.Any>(s: S) => Schema.Struct({ before: s, after: s })
+export const LedgerDiff = Schema.Struct({
+  work_id: Schema.String,
+  from: Schema.Struct({ head: Schema.String, seq: Schema.Number }),
+  to: Schema.Struct({ head: Schema.String, seq: Schema.Number }),
+  events: Schema.Number,
+  status: Pair(Schema.Literal("open", "closed")),
+  claimant: Pair(Schema.NullOr(Schema.String)),
+  changes: Schema.Array(FieldChange)
+})
+export type LedgerDiff = typeof LedgerDiff.Type
+
+export const ReviewRequestInput = Schema.Struct({
+  work_id: WorkId,
+  expected_head: EventHash,
+  artifact: Artifact,
+  reviewer: Schema.optional(Schema.String).annotations({ description: "connection id, short id or name" })
+})
+export type ReviewRequestInput = typeof ReviewRequestInput.Type
+export const ReviewRequestResult = Schema.Struct({
+  request_id: Schema.String,
+  work_id: Schema.String,
+  head: Schema.String,
+  seq: Schema.Number
+})
+
+export const ReviewVerdictInput = Schema.Struct({
+  request_id: Schema.String,
+  expected_head: EventHash,
+  verdict: Verdict,
+  artifact_sha256: Sha256,
+  notes: Schema.optional(Schema.String.pipe(Schema.maxLength(4000)))
+})
+export type ReviewVerdictInput = typeof ReviewVerdictInput.Type
+
+/** A work item as listings show it (orient's claimed work, the portal's list). */
+export const WorkSummary = Schema.Struct({
+  work_id: Schema.String,
+  title: Schema.String,
+  status: Schema.String,
+  head: Schema.String,
+  seq: Schema.Number
+})
+export type WorkSummary = typeof WorkSummary.Type
 
 // ---------------------------------------------------------------------------------------------------
 // Refusals

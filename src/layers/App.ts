@@ -15,29 +15,67 @@ import { waitTools } from "../mcp/tools/waits.js"
 import { Approvals } from "../services/Approvals.js"
 import { Auth } from "../services/Auth.js"
 import { Coordination } from "../services/Coordination.js"
+import { Events } from "../services/Events.js"
 import { Knowledge } from "../services/Knowledge.js"
 import { Catalog } from "../services/Catalog.js"
 import { Ledger } from "../services/Ledger.js"
 import { SandboxLive, SandboxWarmUp } from "../services/Sandbox.js"
 import { Orient } from "../services/Orient.js"
 import { Waits } from "../services/Waits.js"
-import { runMigrations } from "./Migrations.js"
-import * as SqliteStore from "./SqliteStore.js"
+import { SqliteLive } from "./Sql.js"
 import { SweepLive } from "./Sweep.js"
 
-/** A SQLite store with every migration applied. */
-export const sqliteStore = (filename: string) =>
-  Layer.effectDiscard(runMigrations).pipe(Layer.provideMerge(SqliteStore.layer({ filename })), Layer.orDie)
+/**
+ * Who hears what: every subscriber of every domain event, in the order it runs, with the policy that
+ * says what its failure does to the write (see `services/Events.ts`). This is the one place they are
+ * wired; no service registers itself.
+ */
+export const EventWiring = Layer.effectDiscard(Effect.gen(function*() {
+  const events = yield* Events
+  const waits = yield* Waits
+  const ledger = yield* Ledger
+  // a wait resolves with the post that satisfies it, or not at all: the post rolls back if that fails
+  yield* events.subscribe({ on: "PostLanded", name: "Waits.onPostLanded", policy: "atomic", handle: waits.onPostLanded })
+  // the ledger's observations are evidence about a write, never a condition of it
+  yield* events.subscribe({ on: "PostLanded", name: "Ledger.observePost", policy: "isolated", handle: ledger.observePost })
+  yield* events.subscribe({
+    on: "ConnectionRevoked",
+    name: "Waits.onConnectionRevoked",
+    policy: "atomic",
+    handle: waits.onConnectionRevoked
+  })
+  yield* events.subscribe({
+    on: "ConnectionRevoked",
+    name: "Ledger.observeRevocation",
+    policy: "isolated",
+    handle: ledger.observeRevocation
+  })
+  yield* events.subscribe({ on: "WaitResolved", name: "Ledger.observeWait", policy: "isolated", handle: ledger.observeWait })
+}))
+
+/** The store-facing services below the ledger (each provided the ones it asks). */
+const CoreServices = Layer.mergeAll(Coordination.Default, Approvals.Default).pipe(
+  Layer.provideMerge(Auth.Default),
+  Layer.provideMerge(Events.Default)
+)
+
+/**
+ * Every service and the event wiring, over whatever `SqlClient` is provided. `ledger` swaps the Ledger
+ * implementation (tests prove the others work against a fake).
+ */
+export const makeServices = <E = never, R = never>(
+  ledger: Layer.Layer<Ledger, E, R | Auth | Events | SqlClient.SqlClient> = Ledger.Default
+) =>
+  EventWiring.pipe(
+    Layer.provideMerge(Orient.Default),
+    Layer.provideMerge(Layer.mergeAll(Waits.Default, ledger, Knowledge.Default, Catalog.Default)),
+    Layer.provideMerge(CoreServices),
+    // execute_code's pool: no child process until the first run (SandboxWarmUp pre-spawns in the daemon)
+    Layer.merge(SandboxLive)
+  )
 
 /** Every service, over whatever store is provided. */
-// In dependency order: each level is provided the ones below it (one instance of each service).
-export const ServicesLive = Waits.Default.pipe(
-  Layer.provideMerge(Layer.mergeAll(Ledger.Default, Orient.Default)),
-  Layer.provideMerge(Layer.mergeAll(Coordination.Default, Approvals.Default, Knowledge.Default, Catalog.Default)),
-  Layer.provideMerge(Auth.Default),
-  // execute_code's pool: no child process until the first run (SandboxWarmUp pre-spawns in the daemon)
-  Layer.merge(SandboxLive)
-)
+export const ServicesLive = makeServices()
 
 /** The whole tool surface. */
 export const allToolSets = [orientTools, systemTools, ledgerTools, coordinationTools, waitTools, knowledgeTools, sandboxTools] as const
@@ -71,21 +109,22 @@ export const EnvelopeLive = Layer.effect(
  * throwaway tools to drive the access rules).
  */
 export const makeCore = <E, R>(
-  store: Layer.Layer<SqlClient.SqlClient | SqliteStore.SqliteStore, E, R>,
-  registry: Layer.Layer<ToolRegistry, never, Layer.Layer.Success<typeof ServicesLive>> = RegistryLive
+  store: Layer.Layer<SqlClient.SqlClient, E, R>,
+  registry: Layer.Layer<ToolRegistry, never, Layer.Layer.Success<typeof ServicesLive>> = RegistryLive,
+  services: typeof ServicesLive = ServicesLive
 ) => {
-  const services = ServicesLive.pipe(Layer.provideMerge(store))
+  const withStore = services.pipe(Layer.provideMerge(store))
   return Dispatcher.Default.pipe(
     Layer.provideMerge(Layer.mergeAll(registry, EnvelopeLive)),
-    Layer.provideMerge(services)
+    Layer.provideMerge(withStore)
   )
 }
 
 /** The embeddable app over a SQLite file: services, registry and dispatcher (no transport). */
-export const SophiaLive = (filename: string) => makeCore(sqliteStore(filename))
+export const SophiaLive = (filename: string) => makeCore(SqliteLive(filename))
 
 /** The same over a fresh in-memory SQLite: what tests use. */
-export const SophiaTest = makeCore(sqliteStore(":memory:"))
+export const SophiaTest = makeCore(SqliteLive(":memory:"))
 
 /** The served daemon: the app plus the HTTP transport. */
 export const ServeLive = (options: { readonly filename: string } & Http.HttpConfig) =>

@@ -1,29 +1,33 @@
 import { SqlClient } from "@effect/sql"
 import { SqlError } from "@effect/sql/SqlError"
-import { Clock, Config, Duration, Effect, Option } from "effect"
+import { Clock, Config, Duration, Effect, Option, Schema } from "effect"
 import { randomUUID } from "node:crypto"
-import type { ApprovalInfo, ApprovalStatus, ElicitAnswer } from "../domain/Approvals.js"
+import type { ApprovalInfo, ElicitAnswer } from "../domain/Approvals.js"
 import { argsHash, boundArgs } from "../domain/Approvals.js"
 import type { Caller } from "../domain/Auth.js"
 import { ApprovalDenied, ApprovalRequired, NotFound, OwnerApprovalRequired, ValidationError } from "../domain/Errors.js"
+import { ApprovalDecided } from "../domain/Events.js"
 import { nowIso } from "../domain/Time.js"
+import { Auth } from "./Auth.js"
+import { Events } from "./Events.js"
 
-
-interface ApprovalRow {
-  readonly id: string
-  readonly user_id: string
-  readonly connection_id: string
-  readonly tool: string
-  readonly access: string
-  readonly args_hash: string
-  readonly args: string
-  readonly status: ApprovalStatus
-  readonly created_at: string
-  readonly decided_at: string | null
-  readonly decided_via: string | null
-  readonly executed_at: string | null
-  readonly result: string | null
-}
+const ApprovalRow = Schema.Struct({
+  id: Schema.String,
+  user_id: Schema.String,
+  connection_id: Schema.String,
+  tool: Schema.String,
+  access: Schema.String,
+  args_hash: Schema.String,
+  args: Schema.String,
+  status: Schema.Literal("pending", "approved", "denied", "executed"),
+  created_at: Schema.String,
+  decided_at: Schema.NullOr(Schema.String),
+  decided_via: Schema.NullOr(Schema.String),
+  executed_at: Schema.NullOr(Schema.String),
+  result: Schema.NullOr(Schema.String)
+})
+type ApprovalRow = typeof ApprovalRow.Type
+const decodeApprovals = Schema.decodeUnknown(Schema.Array(ApprovalRow))
 
 /** The gate a call passes when its access decision is not a plain `allow`. */
 class DryRunSucceeded {
@@ -57,11 +61,17 @@ const CLAIM_PREFIX = "claim:"
 export class Approvals extends Effect.Service<Approvals>()("sophia/Approvals", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
+    const auth = yield* Auth
+    const events = yield* Events
     const waitMs = yield* Config.integer("SOPHIA_APPROVAL_WAIT_MS").pipe(Config.withDefault(30_000), Effect.orDie)
     const pollMs = Math.max(5, Math.min(250, Math.floor(waitMs / 10)))
 
     const byId = (id: string) =>
-      Effect.map(sql<ApprovalRow>`SELECT * FROM approvals WHERE id = ${id}`, (rows) => Option.fromNullable(rows[0]))
+      sql`SELECT * FROM approvals WHERE id = ${id}`.pipe(
+        Effect.flatMap(decodeApprovals),
+        Effect.map((rows) => Option.fromNullable(rows[0])),
+        Effect.orDie
+      )
 
     const create = (caller: Caller, tool: { readonly name: string; readonly access: string }, args: unknown, hash: string) =>
       Effect.gen(function*() {
@@ -87,19 +97,27 @@ export class Approvals extends Effect.Service<Approvals>()("sophia/Approvals", {
             row.value.args_hash === hash
           ) return row.value
         }
-        const open = yield* sql<ApprovalRow>`SELECT * FROM approvals WHERE connection_id = ${caller.connectionId}
+        const open = yield* sql`SELECT * FROM approvals WHERE connection_id = ${caller.connectionId}
           AND tool = ${tool.name} AND args_hash = ${hash} AND status IN ('pending', 'approved')
-          ORDER BY created_at, id LIMIT 1`
+          ORDER BY created_at, id LIMIT 1`.pipe(Effect.flatMap(decodeApprovals), Effect.orDie)
         if (open.length > 0) return open[0]
         return yield* create(caller, tool, args, hash)
       }).pipe(sql.withTransaction)
 
+    /** Decide a pending approval (once: a conditional update) and publish `ApprovalDecided` with it. */
     const setDecision = (id: string, status: "approved" | "denied", via: string) =>
       Effect.gen(function*() {
-        yield* sql`UPDATE approvals SET status = ${status}, decided_at = ${yield* nowIso}, decided_via = ${via}
-          WHERE id = ${id} AND status = 'pending'`
+        const at = yield* nowIso
+        const decided = yield* sql`UPDATE approvals SET status = ${status}, decided_at = ${at}, decided_via = ${via}
+          WHERE id = ${id} AND status = 'pending' RETURNING user_id, connection_id`.pipe(
+          Effect.flatMap(Schema.decodeUnknown(Schema.Array(Schema.Struct({ user_id: Schema.String, connection_id: Schema.String })))),
+          Effect.orDie
+        )
+        for (const d of decided) {
+          yield* events.publish(new ApprovalDecided({ user_id: d.user_id, approval_id: id, connection_id: d.connection_id, status, via, at }))
+        }
         return Option.getOrThrow(yield* byId(id))
-      }).pipe(sql.withTransaction)
+      }).pipe(events.transaction)
 
     /** Poll the approval until it leaves `pending` or the bounded wait is over. */
     const awaitDecision = (id: string) =>
@@ -129,7 +147,7 @@ export class Approvals extends Effect.Service<Approvals>()("sophia/Approvals", {
         const result = yield* execute
         yield* sql`UPDATE approvals SET result = ${JSON.stringify(result)} WHERE id = ${id}`
         return result
-      }).pipe(sql.withTransaction)
+      }).pipe(events.transaction)
 
     const pendingRefusal = (request: { readonly tool: { readonly name: string }; readonly decision: string }, id: string) =>
       request.decision === "owner_approval"
@@ -153,7 +171,7 @@ export class Approvals extends Effect.Service<Approvals>()("sophia/Approvals", {
     const dryRun = <A, E>(execute: Effect.Effect<A, E>): Effect.Effect<void, E> =>
       execute.pipe(
         Effect.zipRight(Effect.fail(new DryRunSucceeded())),
-        sql.withTransaction,
+        events.transaction,
         Effect.catchIf((e): e is DryRunSucceeded => e instanceof DryRunSucceeded, () => Effect.void),
         Effect.catchIf((e): e is SqlError => e instanceof SqlError, (e) => Effect.die(e))
       )
@@ -187,6 +205,17 @@ export class Approvals extends Effect.Service<Approvals>()("sophia/Approvals", {
         Effect.withSpan("Approvals.gate", { attributes: { tool: request.tool.name } })
       )
 
+    /** Rows as the owner sees them, names joined live through Auth. */
+    const toInfos = (rows: ReadonlyArray<ApprovalRow>) =>
+      Effect.map(auth.connections(rows.map((r) => r.connection_id)), (connections) =>
+        rows.map((r) =>
+          toInfo({
+            ...r,
+            user_name: connections.get(r.connection_id)?.user_name ?? "",
+            connection_name: connections.get(r.connection_id)?.name ?? ""
+          })
+        ))
+
     const toInfo = (r: ApprovalRow & { user_name: string; connection_name: string }): ApprovalInfo => ({
       approval_id: r.id,
       status: r.status,
@@ -203,15 +232,14 @@ export class Approvals extends Effect.Service<Approvals>()("sophia/Approvals", {
       executed_at: r.executed_at
     })
 
-    const selectInfo = sql`SELECT a.*, u.name AS user_name, c.name AS connection_name
-      FROM approvals a JOIN users u ON u.id = a.user_id JOIN connections c ON c.id = a.connection_id`
-
     /** The owner's view: pending approvals (or all of them), oldest first. */
     const list = Effect.fn("Approvals.list")(function*(options: { readonly all?: boolean } = {}) {
-      const rows = yield* sql<ApprovalRow & { user_name: string; connection_name: string }>`${selectInfo}
-        ${options.all === true ? sql`` : sql`WHERE a.status = 'pending'`} ORDER BY a.created_at, a.id`
-      return rows.map(toInfo)
-    }, Effect.catchTag("SqlError", Effect.die))
+      const rows = yield* sql`SELECT * FROM approvals
+        ${options.all === true ? sql`` : sql`WHERE status = 'pending'`} ORDER BY created_at, id`.pipe(
+        Effect.flatMap(decodeApprovals)
+      )
+      return yield* toInfos(rows)
+    }, Effect.catchTag("SqlError", "ParseError", Effect.die))
 
     /** The owner's gesture: approve or deny a pending approval (through the CLI now, the portal later). */
     const decide = Effect.fn("Approvals.decide")(function*(id: string, decision: "approved" | "denied", via = "cli") {
@@ -220,9 +248,8 @@ export class Approvals extends Effect.Service<Approvals>()("sophia/Approvals", {
       if (row.value.status !== "pending") {
         return yield* new ValidationError({ detail: `approval ${id} is already ${row.value.status}` })
       }
-      yield* setDecision(id, decision, via)
-      const rows = yield* sql<ApprovalRow & { user_name: string; connection_name: string }>`${selectInfo} WHERE a.id = ${id}`
-      return toInfo(rows[0])
+      const decided = yield* setDecision(id, decision, via)
+      return (yield* toInfos([decided]))[0]
     }, Effect.catchTag("SqlError", Effect.die))
 
     return { gate, list, decide, waitMs } as const

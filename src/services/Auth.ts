@@ -12,7 +12,9 @@ import {
   UnknownRecipient,
   ValidationError
 } from "../domain/Errors.js"
-import { nowIso } from "../domain/Time.js"
+import { ConnectionRevoked } from "../domain/Events.js"
+import { DbInt, nowIso } from "../domain/Time.js"
+import { Events } from "./Events.js"
 
 /** Bearers are `sph_` + 32 random bytes (base64url); only their SHA-256 is stored. */
 const BEARER_PREFIX = "sph_"
@@ -67,13 +69,6 @@ export interface MintedConnection {
   readonly bearer: string
 }
 
-/** Told, inside the revoking transaction, that a connection was revoked. */
-export type RevokeObserver = (revoked: {
-  readonly userId: string
-  readonly connectionId: string
-  readonly at: string
-}) => Effect.Effect<void>
-
 const OWNER = "owner"
 const decodeName = Schema.decodeUnknown(ConnectionName)
 
@@ -84,6 +79,7 @@ const decodeName = Schema.decodeUnknown(ConnectionName)
 export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
+    const events = yield* Events
 
     const selectConnections = sql`SELECT c.id, c.user_id, u.name AS user_name, c.name, c.profile, c.entity_scope,
       c.created_at, c.revoked_at, c.last_seen_at FROM connections c JOIN users u ON u.id = c.user_id`
@@ -117,10 +113,29 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
       execute: (userId) => sql`${selectConnections} WHERE c.user_id = ${userId} AND c.revoked_at IS NULL`
     })
 
-    const userIdByName = (name: string) =>
-      sql<{ id: string }>`SELECT id FROM users WHERE name = ${name}`.pipe(
-        Effect.map((rows) => Option.fromNullable(rows[0]?.id))
-      )
+    const rowsByIds = SqlSchema.findAll({
+      Request: Schema.Array(Schema.String),
+      Result: ConnectionRow,
+      execute: (ids) => sql`${selectConnections} WHERE ${sql.in("c.id", ids)}`
+    })
+    const findUserId = SqlSchema.findOne({
+      Request: Schema.String,
+      Result: Schema.Struct({ id: Schema.String }),
+      execute: (name) => sql`SELECT id FROM users WHERE name = ${name}`
+    })
+    const userIdByName = (name: string) => Effect.map(findUserId(name), Option.map((r) => r.id))
+    /** a live connection of the user holding `name`, other than `except` */
+    const findClash = SqlSchema.findAll({
+      Request: Schema.Struct({ userId: Schema.String, name: Schema.String, except: Schema.String }),
+      Result: Schema.Struct({ id: Schema.String }),
+      execute: ({ except, name, userId }) =>
+        sql`SELECT id FROM connections WHERE user_id = ${userId} AND name = ${name} AND revoked_at IS NULL AND id <> ${except}`
+    })
+    const countUsers = SqlSchema.single({
+      Request: Schema.Void,
+      Result: Schema.Struct({ n: DbInt }),
+      execute: () => sql`SELECT COUNT(*) AS n FROM users`
+    })
 
     const ensureUser = (name: string, isOwner: boolean) =>
       Effect.gen(function*() {
@@ -141,8 +156,7 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
         const name = yield* decodeName(input.name).pipe(
           Effect.mapError(() => new ValidationError({ detail: `invalid connection name ${JSON.stringify(input.name)}` }))
         )
-        const clash = yield* sql<{ id: string }>`SELECT id FROM connections
-          WHERE user_id = ${input.userId} AND name = ${name} AND revoked_at IS NULL`
+        const clash = yield* findClash({ userId: input.userId, name, except: "" })
         if (clash.length > 0) {
           return yield* new ValidationError({ detail: `a live connection named ${JSON.stringify(name)} already exists` })
         }
@@ -164,15 +178,15 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
       const userName = input.user ?? OWNER
       const userId = yield* ensureUser(userName, userName === OWNER)
       return yield* insertConnection({ userId, name: input.name, profile: input.profile, scope: input.scope ?? [] })
-    }, sql.withTransaction, Effect.catchTag("SqlError", Effect.die))
+    }, sql.withTransaction, Effect.catchTag("SqlError", "ParseError", Effect.die))
 
     /**
      * First start on an empty database: the owner user and a first `full` connection. Returns the minted
      * connection (bearer included, to print once), or none when the database already had users.
      */
     const bootstrapOwner = Effect.fn("Auth.bootstrapOwner")(function*() {
-      const users = yield* sql<{ n: number }>`SELECT COUNT(*) AS n FROM users`
-      if (Number(users[0].n) > 0) return Option.none<MintedConnection>()
+      const users = yield* countUsers(undefined)
+      if (users.n > 0) return Option.none<MintedConnection>()
       const userId = yield* ensureUser(OWNER, true)
       return Option.some(yield* insertConnection({ userId, name: "owner", profile: "full", scope: [] }))
     }, sql.withTransaction, Effect.orDie)
@@ -214,35 +228,33 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
         )
       })
 
-    const revokeObservers: Array<RevokeObserver> = []
     /**
-     * Register a hook run inside the revocation's transaction (Waits resolves the waits on a revoked
-     * connection then, not at their deadline). An observer must not fail; a defect rolls the revocation back.
+     * Revoke a connection: its bearer stops working on the next call. `ConnectionRevoked` is published
+     * inside the revocation's transaction (waits on it resolve then, not at their deadline).
      */
-    const onRevoke = (observer: RevokeObserver) => Effect.sync(() => void revokeObservers.push(observer))
-
     const revoke = Effect.fn("Auth.revoke")(function*(selector: string, user?: string) {
       const target = yield* resolveForCli(selector, user)
       const now = yield* nowIso
-      yield* sql`UPDATE connections SET revoked_at = ${now} WHERE id = ${target.connection_id} AND revoked_at IS NULL`
-        .pipe(Effect.orDie)
-      for (const observer of revokeObservers) yield* observer({ userId: target.user_id, connectionId: target.connection_id, at: now })
-      return toInfo(Option.getOrThrow(yield* Effect.orDie(findById(target.connection_id))))
-    }, sql.withTransaction, Effect.catchTag("SqlError", Effect.die))
+      const revoked = yield* sql`UPDATE connections SET revoked_at = ${now}
+        WHERE id = ${target.connection_id} AND revoked_at IS NULL RETURNING id`
+      if (revoked.length > 0) {
+        yield* events.publish(new ConnectionRevoked({ user_id: target.user_id, connection_id: target.connection_id, at: now }))
+      }
+      return toInfo(Option.getOrThrow(yield* findById(target.connection_id)))
+    }, events.transaction, Effect.catchTag("SqlError", "ParseError", Effect.die))
 
     const rename = Effect.fn("Auth.rename")(function*(selector: string, newName: string, user?: string) {
       const target = yield* resolveForCli(selector, user)
       const name = yield* decodeName(newName).pipe(
         Effect.mapError(() => new ValidationError({ detail: `invalid connection name ${JSON.stringify(newName)}` }))
       )
-      const clash = yield* sql<{ id: string }>`SELECT id FROM connections
-        WHERE user_id = ${target.user_id} AND name = ${name} AND revoked_at IS NULL AND id <> ${target.connection_id}`
+      const clash = yield* findClash({ userId: target.user_id, name, except: target.connection_id })
       if (clash.length > 0) {
         return yield* new ValidationError({ detail: `a live connection named ${JSON.stringify(name)} already exists` })
       }
       yield* sql`UPDATE connections SET name = ${name} WHERE id = ${target.connection_id}`
       return toInfo(Option.getOrThrow(yield* findById(target.connection_id)))
-    }, sql.withTransaction, Effect.catchTag("SqlError", Effect.die))
+    }, sql.withTransaction, Effect.catchTag("SqlError", "ParseError", Effect.die))
 
     /** Check a bearer against its row, on every call. Missing, malformed, unknown or revoked: `Unauthenticated`. */
     const authenticate = Effect.fn("Auth.authenticate")(function*(bearer: string | undefined | null) {
@@ -268,6 +280,19 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
     }, Effect.orDie)
 
     /**
+     * Several connections by id, revoked or not, in one statement: how other services join names live
+     * (a rename relabels past rows) without reading this service's tables.
+     */
+    const connections = (ids: Iterable<string>): Effect.Effect<ReadonlyMap<string, ConnectionInfo>> => {
+      const unique = [...new Set(ids)]
+      if (unique.length === 0) return Effect.succeed(new Map())
+      return rowsByIds(unique).pipe(
+        Effect.map((rows) => new Map(rows.map((r) => [r.id, toInfo(r)] as const))),
+        Effect.orDie
+      )
+    }
+
+    /**
      * The access rules of DESIGN "Profiles and access", the one function every tool call passes
      * through. A forbidden class is refused here; a call that needs an approval ("approval" for an
      * assistant's write, "owner_approval" for any elevated tool) is handed to the Approvals flow by the
@@ -289,11 +314,11 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
       list,
       resolve,
       revoke,
-      onRevoke,
       rename,
       authenticate,
       touch,
       get,
+      connections,
       authorize
     } as const
   })

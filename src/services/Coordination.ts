@@ -1,6 +1,5 @@
-import { SqlClient } from "@effect/sql"
-import type { SqlError } from "@effect/sql/SqlError"
-import { Config, Effect, Schema } from "effect"
+import { SqlClient, SqlSchema } from "@effect/sql"
+import { Config, Effect, Option, Schema } from "effect"
 import { randomUUID } from "node:crypto"
 import type { Caller } from "../domain/Auth.js"
 import { connectionShort } from "../domain/Auth.js"
@@ -12,14 +11,15 @@ import type {
   InboxResult,
   PostInput,
   PostKind,
-  PostReceipt,
   PostRow,
   PostWritten
 } from "../domain/Coordination.js"
 import { BEACON_CHANNEL, isArcChannel, PostKind as PostKindSchema } from "../domain/Coordination.js"
 import { PayloadTooLarge, ValidationError } from "../domain/Errors.js"
-import { Auth } from "./Auth.js"
+import { PostLanded } from "../domain/Events.js"
 import { DbInt, nowIso } from "../domain/Time.js"
+import { Auth } from "./Auth.js"
+import { Events } from "./Events.js"
 
 /**
  * Coordination: typed posts, the per-connection inbox, and the lifecycle of `arc:` channels.
@@ -42,14 +42,14 @@ import { DbInt, nowIso } from "../domain/Time.js"
  * row updated in the insert's transaction); the inbox is ordered by it, which within a channel is the
  * `channel_seq` order, and the cursor is a position.
  *
- * For services built on top (Waits): `post` may be called inside the caller's own transaction (it then
- * runs in a savepoint) and returns the inserted row (`PostWritten`). `onPost(observer)` registers a hook
- * that runs inside the write transaction right after each post is written (and its channel lifecycle
- * applied): a wait can be resolved atomically with the post that satisfies it. An observer must not
- * fail; a defect in it rolls the post back.
+ * Events. Each post publishes `PostLanded` inside its write transaction, right after the row and its
+ * channel lifecycle are written: the subscribers wired in `layers/App.ts` (a wait resolved by the post,
+ * the ledger's observation of a closeout) commit or roll back with it. `post` may be called inside the
+ * caller's own transaction (it then runs in a savepoint).
+ *
+ * Ownership. This service owns `posts`, `reads`, `channels`, `channel_counters`, `post_counters`,
+ * `inbox_state`, `inbox_channel_state`; agent names are joined live through `Auth.connections`.
  */
-
-export type PostObserver = (row: PostWritten) => Effect.Effect<void, never, never>
 
 
 const DbPostRow = Schema.Struct({
@@ -62,10 +62,8 @@ const DbPostRow = Schema.Struct({
   refs: Schema.parseJson(Schema.Array(Schema.String)),
   payload: Schema.NullOr(Schema.parseJson(Schema.Record({ key: Schema.String, value: Schema.Unknown }))),
   connection_id: Schema.String,
-  agent_name: Schema.String,
   to_selector: Schema.NullOr(Schema.String),
   to_connection_id: Schema.NullOr(Schema.String),
-  to_agent_name: Schema.NullOr(Schema.String),
   based_on_seq: Schema.NullOr(DbInt),
   created_at: Schema.String,
   is_read: DbInt,
@@ -82,6 +80,26 @@ const DbChannelRow = Schema.Struct({
   archived: DbInt
 })
 const decodeChannelRows = Schema.decodeUnknown(Schema.Array(DbChannelRow))
+
+const ChannelCounterRow = Schema.Struct({
+  last_seq: DbInt,
+  visible: DbInt,
+  archived_at: Schema.optional(Schema.NullOr(Schema.String))
+})
+const decodeChannelCounter = Schema.decodeUnknown(Schema.Tuple(ChannelCounterRow))
+const decodeLastPos = Schema.decodeUnknown(Schema.Tuple(Schema.Struct({ last_pos: DbInt })))
+const decodeOptionalNumber = Schema.decodeUnknown(Schema.Array(Schema.Struct({ n: Schema.NullOr(DbInt) })))
+
+/** A post as other services ask about it (a wait's predicate, a claim's source). */
+export const PostRef = Schema.Struct({
+  id: Schema.String,
+  user_id: Schema.String,
+  connection_id: Schema.String,
+  kind: PostKindSchema,
+  channel: Schema.String,
+  channel_seq: DbInt
+})
+export type PostRef = typeof PostRef.Type
 
 const CURSOR = /^p(\d{1,15})$/
 const encodeCursor = (pos: number) => `p${pos}`
@@ -109,6 +127,7 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const auth = yield* Auth
+    const events = yield* Events
     const limits = yield* Effect.orDie(Config.all({
       bodyBytes: intConfig("SOPHIA_POST_BODY_MAX_BYTES", 32 * 1024),
       payloadBytes: intConfig("SOPHIA_POST_PAYLOAD_MAX_BYTES", 8 * 1024),
@@ -117,10 +136,6 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
       referenceChars: intConfig("SOPHIA_POST_REFERENCE_MAX_CHARS", 512),
       inboxLimit: intConfig("SOPHIA_INBOX_LIMIT_MAX", 200)
     }))
-
-    const observers: Array<PostObserver> = []
-    /** Register a hook run inside every post's write transaction, after the row and its lifecycle are written. */
-    const onPost = (observer: PostObserver) => Effect.sync(() => void observers.push(observer))
 
     // ---- validation (before anything is written) ----
 
@@ -214,9 +229,9 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
             WHERE ics.user_id = inbox_state.user_id AND ics.connection_id = inbox_state.connection_id AND ics.channel = ${channel})
           WHERE user_id = ${userId} AND EXISTS (SELECT 1 FROM inbox_channel_state ics
             WHERE ics.user_id = inbox_state.user_id AND ics.connection_id = inbox_state.connection_id AND ics.channel = ${channel})`
-        const first = yield* sql<{ pos: number | string | null }>`SELECT MIN(pos) AS pos FROM posts
-          WHERE user_id = ${userId} AND channel = ${channel}`
-        const below = Number(first[0]?.pos ?? 1) - 1
+        const first = yield* sql`SELECT MIN(pos) AS n FROM posts
+          WHERE user_id = ${userId} AND channel = ${channel}`.pipe(Effect.flatMap(decodeOptionalNumber))
+        const below = (first[0]?.n ?? 1) - 1
         yield* sql`UPDATE inbox_state SET lwm = CASE WHEN lwm < ${below} THEN lwm ELSE ${below} END
           WHERE user_id = ${userId} AND lwm > ${below} AND NOT EXISTS (SELECT 1 FROM inbox_channel_state ics
             WHERE ics.user_id = inbox_state.user_id AND ics.connection_id = inbox_state.connection_id
@@ -236,22 +251,24 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
 
         const visibleInc = input.kind === "heartbeat" ? 0 : 1
         // the channel's next seq, its visible count and (same statement) whether it is archived
-        const [counter] = yield* sql<{ last_seq: number | string; visible: number | string; archived_at: string | null }>`
+        const [counter] = yield* sql`
           INSERT INTO channel_counters (user_id, channel, last_seq, visible, last_post_at)
           VALUES (${userId}, ${channel}, 1, ${visibleInc}, ${now})
           ON CONFLICT (user_id, channel) DO UPDATE SET last_seq = channel_counters.last_seq + 1,
             visible = channel_counters.visible + ${visibleInc}, last_post_at = ${now}
           RETURNING last_seq, visible, (SELECT ch.archived_at FROM channels ch
-            WHERE ch.user_id = channel_counters.user_id AND ch.id = channel_counters.channel) AS archived_at`
-        const seq = Number(counter.last_seq)
-        const channelVisible = Number(counter.visible)
+            WHERE ch.user_id = channel_counters.user_id AND ch.id = channel_counters.channel) AS archived_at`.pipe(
+          Effect.flatMap(decodeChannelCounter)
+        )
+        const seq = counter.last_seq
+        const channelVisible = counter.visible
         const wasArchived = counter.archived_at !== null && counter.archived_at !== undefined
         const totalInc = visibleInc === 1 && !wasArchived ? 1 : 0
-        const [user] = yield* sql<{ last_pos: number | string }>`INSERT INTO post_counters (user_id, last_pos, visible)
+        const [user] = yield* sql`INSERT INTO post_counters (user_id, last_pos, visible)
           VALUES (${userId}, 1, ${totalInc})
           ON CONFLICT (user_id) DO UPDATE SET last_pos = post_counters.last_pos + 1, visible = post_counters.visible + ${totalInc}
-          RETURNING last_pos`
-        const pos = Number(user.last_pos)
+          RETURNING last_pos`.pipe(Effect.flatMap(decodeLastPos))
+        const pos = user.last_pos
 
         yield* sql`INSERT INTO posts (id, user_id, pos, channel, channel_seq, kind, body, refs, payload, connection_id,
             to_selector, to_connection_id, based_on_seq, created_at)
@@ -293,48 +310,50 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
           warning = `channel ${channel} was archived; this ${input.kind} post has re-opened it`
         }
 
-        const row: PostWritten = {
+        yield* events.publish(
+          new PostLanded({
+            user_id: userId,
+            post_id: id,
+            channel,
+            channel_seq: seq,
+            kind: input.kind,
+            author: caller.connectionId,
+            to_connection_id: recipient?.connection_id ?? null,
+            created_at: now,
+            archived
+          })
+        )
+        const written: PostWritten = {
           post_id: id,
           channel,
           channel_seq: seq,
           created_at: now,
           ...(warning !== undefined ? { warning } : {}),
-          user_id: userId,
-          kind: input.kind,
-          author: caller.connectionId,
-          to_connection_id: recipient?.connection_id ?? null,
-          based_on_seq: input.based_on_seq ?? null,
           archived
         }
-        for (const observer of observers) yield* observer(row)
-        return row
+        return written
       })
 
     /**
-     * Write a post as `caller` (the author is always the caller). Refusals: `PayloadTooLarge`,
-     * `ValidationError`, `UnknownRecipient`, `AmbiguousRecipient`, with nothing written. Safe to call
-     * inside another transaction (it then runs in a savepoint).
+     * Write a post as `caller` (the author is always the caller) and return its receipt. Refusals:
+     * `PayloadTooLarge`, `ValidationError`, `UnknownRecipient`, `AmbiguousRecipient`, with nothing
+     * written. Safe to call inside another transaction (it then runs in a savepoint).
      */
     const post = Effect.fn("Coordination.post")(function*(caller: Caller, input: PostInput) {
       return yield* write(caller, input)
-    }, sql.withTransaction, Effect.catchTag("SqlError", Effect.die))
-
-    /** The write receipt of a post, as the tool returns it. */
-    const receipt = (row: PostWritten): PostReceipt => ({
-      post_id: row.post_id,
-      channel: row.channel,
-      channel_seq: row.channel_seq,
-      created_at: row.created_at,
-      ...(row.warning !== undefined ? { warning: row.warning } : {})
-    })
+    }, events.transaction, Effect.catchTag("SqlError", "ParseError", Effect.die))
 
     /** A heartbeat post (channel `beacon` unless named) and the connection's last-seen time. */
     const beacon = Effect.fn("Coordination.beacon")(function*(caller: Caller, input: BeaconInput) {
-      const row = yield* write(caller, { channel: input.channel ?? BEACON_CHANNEL, kind: "heartbeat", body: input.status ?? "alive" })
+      const { archived: _, ...receipt } = yield* write(caller, {
+        channel: input.channel ?? BEACON_CHANNEL,
+        kind: "heartbeat",
+        body: input.status ?? "alive"
+      })
       yield* auth.touch(caller.connectionId)
-      const result: BeaconResult = { ...receipt(row), last_seen_at: row.created_at }
+      const result: BeaconResult = { ...receipt, last_seen_at: receipt.created_at }
       return result
-    }, sql.withTransaction, Effect.catchTag("SqlError", Effect.die))
+    }, events.transaction, Effect.catchTag("SqlError", "ParseError", Effect.die))
 
     // ---- reading ----
 
@@ -344,26 +363,39 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
      * span still records it).
      */
     const unreadCount = (caller: Caller): Effect.Effect<number> =>
-      sql<{ n: number | string }>`SELECT
+      sql`SELECT
         COALESCE((SELECT visible FROM post_counters WHERE user_id = ${caller.userId}), 0)
         - COALESCE((SELECT consumed FROM inbox_state WHERE user_id = ${caller.userId} AND connection_id = ${caller.connectionId}), 0)
-        AS n`.pipe(Effect.map((rows) => Number(rows[0]?.n ?? 0)), Effect.orDie)
+        AS n`.pipe(Effect.flatMap(decodeOptionalNumber), Effect.map((rows) => rows[0]?.n ?? 0), Effect.orDie)
 
     const selectPosts = (caller: Caller, where: ReadonlyArray<ReturnType<typeof sql.literal> | ReturnType<typeof sql.and>>, limit: number) =>
       sql`SELECT p.id, p.pos, p.channel, p.channel_seq, p.kind, p.body, p.refs, p.payload, p.connection_id,
-          a.name AS agent_name, p.to_selector, p.to_connection_id, t.name AS to_agent_name, p.based_on_seq, p.created_at,
+          p.to_selector, p.to_connection_id, p.based_on_seq, p.created_at,
           CASE WHEN r.post_id IS NULL THEN 0 ELSE 1 END AS is_read,
           CASE WHEN ch.archived_at IS NULL THEN 0 ELSE 1 END AS archived
         FROM posts p
-        JOIN connections a ON a.id = p.connection_id
-        LEFT JOIN connections t ON t.id = p.to_connection_id
         LEFT JOIN reads r ON r.user_id = p.user_id AND r.connection_id = ${caller.connectionId} AND r.post_id = p.id
         LEFT JOIN channels ch ON ch.user_id = p.user_id AND ch.id = p.channel
         WHERE ${sql.and(where)}
         ORDER BY p.pos
         LIMIT ${limit}`.pipe(Effect.flatMap(decodePostRows), Effect.orDie)
 
-    const toPostRow = (caller: Caller, row: DbPostRow): PostRow => ({
+    /** Names are joined live (a rename relabels past posts), through Auth in one statement per page. */
+    const toPostRows = (caller: Caller, rows: ReadonlyArray<DbPostRow>) =>
+      Effect.map(
+        auth.connections(rows.flatMap((r) => r.to_connection_id === null ? [r.connection_id] : [r.connection_id, r.to_connection_id])),
+        (names) =>
+          rows.map((row) =>
+            toPostRow(
+              caller,
+              row,
+              names.get(row.connection_id)?.name ?? "",
+              row.to_connection_id === null ? null : names.get(row.to_connection_id)?.name ?? null
+            )
+          )
+      )
+
+    const toPostRow = (caller: Caller, row: DbPostRow, agentName: string, toAgentName: string | null): PostRow => ({
       post_id: row.id,
       channel: row.channel,
       channel_seq: row.channel_seq,
@@ -373,10 +405,10 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
       payload: row.payload,
       connection_id: row.connection_id,
       connection_short: connectionShort(row.connection_id),
-      agent_name: row.agent_name,
+      agent_name: agentName,
       to: row.to_selector,
       to_connection_id: row.to_connection_id,
-      to_agent_name: row.to_agent_name,
+      to_agent_name: toAgentName,
       based_on_seq: row.based_on_seq,
       behind_by: row.based_on_seq === null ? null : Math.max(0, row.channel_seq - 1 - row.based_on_seq),
       unread: row.connection_id !== caller.connectionId && row.is_read === 0,
@@ -465,13 +497,13 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
         let lwm = 0
         let lwmPos = 0
         if (useMarks && channel !== undefined) {
-          const rows = yield* sql<{ lwm_pos: number | string }>`SELECT lwm_pos FROM inbox_channel_state
-            WHERE user_id = ${userId} AND connection_id = ${me} AND channel = ${channel}`
-          lwmPos = Number(rows[0]?.lwm_pos ?? 0)
+          const rows = yield* sql`SELECT lwm_pos AS n FROM inbox_channel_state
+            WHERE user_id = ${userId} AND connection_id = ${me} AND channel = ${channel}`.pipe(Effect.flatMap(decodeOptionalNumber))
+          lwmPos = rows[0]?.n ?? 0
         } else if (useMarks && !withArchived) {
-          const rows = yield* sql<{ lwm: number | string }>`SELECT lwm FROM inbox_state
-            WHERE user_id = ${userId} AND connection_id = ${me}`
-          lwm = Number(rows[0]?.lwm ?? 0)
+          const rows = yield* sql`SELECT lwm AS n FROM inbox_state
+            WHERE user_id = ${userId} AND connection_id = ${me}`.pipe(Effect.flatMap(decodeOptionalNumber))
+          lwm = rows[0]?.n ?? 0
         }
 
         const where = [sql`p.user_id = ${userId}`, sql`p.pos > ${Math.max(cursorPos, lwm, lwmPos)}`]
@@ -495,10 +527,9 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
           if (useMarks && kinds === undefined && input.cursor === undefined) {
             // a short page saw everything there is (the write lock is held): up to the user's last position
             const top = rows.length < limit
-              ? Number(
-                (yield* sql<{ last_pos: number | string }>`SELECT last_pos FROM post_counters WHERE user_id = ${userId}`)[0]
-                  ?.last_pos ?? 0
-              )
+              ? (yield* sql`SELECT last_pos AS n FROM post_counters WHERE user_id = ${userId}`.pipe(
+                Effect.flatMap(decodeOptionalNumber)
+              ))[0]?.n ?? 0
               : rows[rows.length - 1].pos
             if (channel !== undefined) {
               if (top > lwmPos) {
@@ -519,7 +550,7 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
         const unread_count = yield* unreadCount(caller)
         const last = rows[rows.length - 1]
         const result: InboxResult = {
-          posts: rows.map((r) => toPostRow(caller, r)),
+          posts: yield* toPostRows(caller, rows),
           unread_count,
           channels,
           cursor: last !== undefined ? encodeCursor(last.pos) : (input.cursor ?? null)
@@ -535,10 +566,88 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
       function*(caller: Caller, input: InboxInput) {
         return yield* (input.peek === true ? readInbox(caller, input) : sql.withTransaction(readInbox(caller, input)))
       },
-      (effect) => Effect.catchTag(effect, "SqlError", (e: SqlError) => Effect.die(e))
+      Effect.catchTag("SqlError", "ParseError", Effect.die)
     )
 
-    return { post, receipt, beacon, inbox, unreadCount, onPost } as const
+    // ---- what other services ask (they never read these tables themselves) ----
+
+    const countRow = SqlSchema.single({
+      Request: Schema.String,
+      Result: Schema.Struct({ posts: DbInt, channels: DbInt }),
+      execute: (userId) =>
+        sql`SELECT (SELECT COALESCE(MAX(last_pos), 0) FROM post_counters WHERE user_id = ${userId}) AS posts,
+          (SELECT COUNT(*) FROM channel_counters WHERE user_id = ${userId}) AS channels`
+    })
+    /** How many posts and channels the user has. */
+    const counts = (userId: string) => Effect.orDie(countRow(userId))
+
+    const lastSeqRow = SqlSchema.findOne({
+      Request: Schema.Struct({ userId: Schema.String, channel: Schema.String }),
+      Result: Schema.Struct({ last_seq: DbInt }),
+      execute: ({ channel, userId }) =>
+        sql`SELECT last_seq FROM channel_counters WHERE user_id = ${userId} AND channel = ${channel}`
+    })
+    /** The channel's last `channel_seq` (0 for a channel nothing was posted to). */
+    const lastSeq = (userId: string, channel: string) =>
+      Effect.orDie(Effect.map(lastSeqRow({ userId, channel }), Option.match({ onNone: () => 0, onSome: (r) => r.last_seq })))
+
+    const firstPostRow = SqlSchema.findAll({
+      Request: Schema.Struct({
+        userId: Schema.String,
+        channel: Schema.String,
+        afterSeq: Schema.Number,
+        atSeq: Schema.NullOr(Schema.Number),
+        from: Schema.NullOr(Schema.String),
+        kind: Schema.NullOr(Schema.String),
+        except: Schema.String
+      }),
+      Result: PostRef,
+      execute: (q) =>
+        sql`SELECT id, user_id, connection_id, kind, channel, channel_seq FROM posts
+          WHERE user_id = ${q.userId} AND channel = ${q.channel} AND channel_seq > ${q.afterSeq} AND id <> ${q.except}
+            ${q.atSeq === null ? sql`` : sql`AND channel_seq = ${q.atSeq}`}
+            ${q.from === null ? sql`` : sql`AND connection_id = ${q.from}`}
+            ${q.kind === null ? sql`` : sql`AND kind = ${q.kind}`}
+          ORDER BY channel_seq LIMIT 1`
+    })
+    /**
+     * The first post of a channel after `afterSeq` (or exactly at `atSeq`), optionally by one author and
+     * of one kind, other than `except`: how a wait reads whether its predicate already holds.
+     */
+    const firstPost = (query: {
+      readonly userId: string
+      readonly channel: string
+      readonly afterSeq?: number
+      readonly atSeq?: number
+      readonly from?: string
+      readonly kind?: string
+      readonly except?: string
+    }): Effect.Effect<Option.Option<PostRef>> =>
+      firstPostRow({
+        userId: query.userId,
+        channel: query.channel,
+        afterSeq: query.afterSeq ?? 0,
+        atSeq: query.atSeq ?? null,
+        from: query.from ?? null,
+        kind: query.kind ?? null,
+        except: query.except ?? ""
+      }).pipe(Effect.map((rows) => Option.fromNullable(rows[0])), Effect.orDie)
+
+    const postsById = SqlSchema.findAll({
+      Request: Schema.Array(Schema.String),
+      Result: PostRef,
+      execute: (ids) => sql`SELECT id, user_id, connection_id, kind, channel, channel_seq FROM posts WHERE ${sql.in("id", ids)}`
+    })
+    /** Which of these ids are posts of the user (a claim's source that is a post is refused). */
+    const postIdsOf = (userId: string, ids: ReadonlyArray<string>): Effect.Effect<ReadonlySet<string>> =>
+      ids.length === 0
+        ? Effect.succeed(new Set())
+        : postsById(ids).pipe(
+          Effect.map((rows) => new Set(rows.filter((r) => r.user_id === userId).map((r) => r.id))),
+          Effect.orDie
+        )
+
+    return { post, beacon, inbox, unreadCount, counts, lastSeq, firstPost, postIdsOf } as const
   })
 }) {}
 

@@ -1,6 +1,6 @@
 import { SqlClient } from "@effect/sql"
 import type { Statement } from "@effect/sql"
-import { Effect, Schema } from "effect"
+import { Effect, Schema, Struct } from "effect"
 import { randomUUID } from "node:crypto"
 import type { Caller } from "../domain/Auth.js"
 import { NotFound, ValidationError } from "../domain/Errors.js"
@@ -16,8 +16,16 @@ import type {
   SearchDocumentsInput,
   SubmitClaimGraphInput
 } from "../domain/Knowledge.js"
-import { InvalidGroundingSource, LIMITS, MutationChange as MutationChangeSchema } from "../domain/Knowledge.js"
-import { nowIso } from "../domain/Time.js"
+import {
+  DocumentHit as DocumentHitSchema,
+  FactRow as FactRowSchema,
+  FactSource,
+  InvalidGroundingSource,
+  LIMITS,
+  MutationChange as MutationChangeSchema
+} from "../domain/Knowledge.js"
+import { DbInt, nowIso } from "../domain/Time.js"
+import { Coordination } from "./Coordination.js"
 
 const newId = (prefix: string) => `${prefix}-${randomUUID()}`
 
@@ -29,16 +37,23 @@ export const ftsQuery = (text: string): string | undefined => {
 
 const decodeChanges = Schema.decodeUnknownSync(Schema.parseJson(Schema.Array(MutationChangeSchema)))
 
-interface MutationRow {
-  readonly id: string
-  readonly user_id: string
-  readonly connection_id: string
-  readonly tool: string
-  readonly changes: string
-  readonly reverts: string | null
-  readonly reverted_by: string | null
-  readonly created_at: string
-}
+const MutationRow = Schema.Struct({
+  id: Schema.String,
+  user_id: Schema.String,
+  connection_id: Schema.String,
+  tool: Schema.String,
+  changes: Schema.String,
+  reverts: Schema.NullOr(Schema.String),
+  reverted_by: Schema.NullOr(Schema.String),
+  created_at: Schema.String
+})
+const decodeMutations = Schema.decodeUnknown(Schema.Array(MutationRow))
+const decodeHits = Schema.decodeUnknown(Schema.Array(Schema.Struct({ ...DocumentHitSchema.fields, score: DbInt })))
+const decodeFacts = Schema.decodeUnknown(
+  Schema.Array(Schema.Struct({ id: Schema.String, ...Struct.omit(FactRowSchema.fields, "fact_id", "sources") }))
+)
+const decodeSources = Schema.decodeUnknown(Schema.Array(Schema.Struct({ fact_id: Schema.String, ...FactSource.fields })))
+const decodeCount = Schema.decodeUnknown(Schema.Tuple(Schema.Struct({ n: DbInt })))
 
 const TABLE = { document: "documents", fact: "facts", entity: "entities" } as const
 
@@ -50,6 +65,7 @@ const TABLE = { document: "documents", fact: "facts", entity: "entities" } as co
 export class Knowledge extends Effect.Service<Knowledge>()("sophia/Knowledge", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
+    const coordination = yield* Coordination
 
     /**
      * The entity ids a caller may read: undefined = everything (no scope). Scope entries are entity ids or
@@ -175,11 +191,8 @@ export class Knowledge extends Effect.Service<Knowledge>()("sophia/Knowledge", {
      */
     const submitClaimGraph = Effect.fn("Knowledge.submitClaimGraph")(function*(caller: Caller, input: SubmitClaimGraphInput) {
       const sourceIds = [...new Set(input.claims.flatMap((c) => c.source_ids))]
-      // by primary key only (the user and scope are checked on the few rows found)
-      const posts = new Set(
-        (yield* sql<{ id: string; user_id: string }>`SELECT id, user_id FROM posts WHERE id IN ${sql.in(sourceIds)}`)
-          .filter((r) => r.user_id === caller.userId).map((r) => r.id)
-      )
+      // posts are Coordination's: it says which of the ids are the user's posts
+      const posts = yield* coordination.postIdsOf(caller.userId, sourceIds)
       const scope = yield* scopeIds(caller)
       const docs = new Map(
         (yield* sql<{ id: string; user_id: string; entity_id: string | null; deleted_at: string | null }>`SELECT id,
@@ -246,7 +259,9 @@ export class Knowledge extends Effect.Service<Knowledge>()("sophia/Knowledge", {
      * index), rows it removed come back. The revert is journaled itself (and can be reverted in turn).
      */
     const revert = Effect.fn("Knowledge.revert")(function*(caller: Caller, mutationId: string) {
-      const rows = yield* sql<MutationRow>`SELECT * FROM mutations WHERE id = ${mutationId} AND user_id = ${caller.userId}`
+      const rows = yield* sql`SELECT * FROM mutations WHERE id = ${mutationId} AND user_id = ${caller.userId}`.pipe(
+        Effect.flatMap(decodeMutations)
+      )
       const row = rows[0]
       if (row === undefined) return yield* new NotFound({ what: "mutation", id: mutationId })
       if (row.reverted_by !== null) {
@@ -277,7 +292,7 @@ export class Knowledge extends Effect.Service<Knowledge>()("sophia/Knowledge", {
       // reverting a revert re-applies the original, which may then be reverted again
       if (row.reverts !== null) yield* sql`UPDATE mutations SET reverted_by = NULL WHERE id = ${row.reverts}`
       return { mutation_id: id, reverted: mutationId, changes: changes.length }
-    }, sql.withTransaction, Effect.catchTag("SqlError", Effect.die))
+    }, sql.withTransaction, Effect.catchTag("SqlError", "ParseError", Effect.die))
 
     // ------------------------------------------------------------------ reads
 
@@ -292,7 +307,7 @@ export class Knowledge extends Effect.Service<Knowledge>()("sophia/Knowledge", {
       const rows = yield* sql.onDialectOrElse({
         pg: () => Effect.dieMessage("search_documents needs SQLite FTS5; the Postgres full-text index is not built yet"),
         orElse: () =>
-          sql<DocumentHit>`WITH top AS (
+          sql`WITH top AS (
               SELECT rowid AS rid, bm25(documents_fts, 0.0, 0.0, 0.0, 3.0, 1.0) AS rank FROM documents_fts
               WHERE documents_fts MATCH ${match} AND user_id = ${caller.userId} ${scopeClause("entity_id", scope)}
               ORDER BY rank LIMIT ${limit}
@@ -304,9 +319,9 @@ export class Knowledge extends Effect.Service<Knowledge>()("sophia/Knowledge", {
               JOIN documents d ON d.id = documents_fts.document_id
             WHERE documents_fts MATCH ${match}
             ORDER BY top.rank, d.id`
-      })
-      return { items: rows.map((r) => ({ ...r, score: Number(r.score) })) }
-    }, Effect.catchTag("SqlError", Effect.die))
+      }).pipe(Effect.flatMap(decodeHits))
+      return { items: rows }
+    }, Effect.catchTag("SqlError", "ParseError", Effect.die))
 
     /** Facts by subject / predicate (case-insensitive) and/or a substring of any part, each with its sources. */
     const query = Effect.fn("Knowledge.query")(function*(caller: Caller, input: QueryKnowledgeInput) {
@@ -315,7 +330,7 @@ export class Knowledge extends Effect.Service<Knowledge>()("sophia/Knowledge", {
       const like = input.text !== undefined && input.text.length > 0
         ? `%${input.text.toLowerCase().replace(/[\\%_]/g, (c) => "\\" + c)}%`
         : undefined
-      const facts = yield* sql<Omit<FactRow, "sources" | "fact_id"> & { id: string }>`SELECT f.id, f.subject, f.predicate,
+      const facts = yield* sql`SELECT f.id, f.subject, f.predicate,
           f.object, f.entity_id, f.origin, f.created_by, f.created_at
         FROM facts f
         WHERE f.user_id = ${caller.userId} AND f.deleted_at IS NULL
@@ -329,13 +344,13 @@ export class Knowledge extends Effect.Service<Knowledge>()("sophia/Knowledge", {
       }
           ${scopeClause("f.entity_id", scope)}
         ORDER BY f.created_at DESC, f.id
-        LIMIT ${input.limit ?? LIMITS.queryLimitDefault}`
+        LIMIT ${input.limit ?? LIMITS.queryLimitDefault}`.pipe(Effect.flatMap(decodeFacts))
       if (facts.length === 0) return { facts: [] as Array<FactRow> }
-      const sources = yield* sql<{ fact_id: string; document_id: string; title: string; uri: string | null }>`SELECT
+      const sources = yield* sql`SELECT
           fs.fact_id, d.id AS document_id, d.title, d.uri
         FROM fact_sources fs JOIN documents d ON d.id = fs.document_id AND d.deleted_at IS NULL
         WHERE fs.fact_id IN ${sql.in(facts.map((f) => f.id))} ${scopeClause("d.entity_id", scope)}
-        ORDER BY d.id`
+        ORDER BY d.id`.pipe(Effect.flatMap(decodeSources))
       const byFact = new Map<string, Array<{ document_id: string; title: string; uri: string | null }>>()
       for (const s of sources) {
         const list = byFact.get(s.fact_id) ?? []
@@ -345,23 +360,25 @@ export class Knowledge extends Effect.Service<Knowledge>()("sophia/Knowledge", {
       return {
         facts: facts.map(({ id, ...f }): FactRow => ({ fact_id: id, ...f, sources: byFact.get(id) ?? [] }))
       }
-    }, Effect.catchTag("SqlError", Effect.die))
+    }, Effect.catchTag("SqlError", "ParseError", Effect.die))
 
     /** The caller's journal, newest first (for the owner and tests). */
     const mutations = Effect.fn("Knowledge.mutations")(function*(caller: Caller, limit = 50) {
-      const rows = yield* sql<MutationRow>`SELECT * FROM mutations WHERE user_id = ${caller.userId}
-        ORDER BY created_at DESC, id LIMIT ${limit}`
+      const rows = yield* sql`SELECT * FROM mutations WHERE user_id = ${caller.userId}
+        ORDER BY created_at DESC, id LIMIT ${limit}`.pipe(Effect.flatMap(decodeMutations))
       return rows.map((r) => ({ ...r, changes: decodeChanges(r.changes) }))
-    }, Effect.catchTag("SqlError", Effect.die))
+    }, Effect.catchTag("SqlError", "ParseError", Effect.die))
 
     /** How many live documents the caller may read (its entity scope applied exactly as the read tools do). */
     const countDocuments = (caller: Caller) =>
       Effect.gen(function*() {
         const scope = yield* scopeIds(caller)
         if (scope !== undefined && scope.length === 0) return 0
-        const [row] = yield* sql<{ n: number | string }>`SELECT COUNT(*) AS n FROM documents
-          WHERE user_id = ${caller.userId} AND deleted_at IS NULL ${scopeClause("entity_id", scope)}`
-        return Number(row.n)
+        const [row] = yield* sql`SELECT COUNT(*) AS n FROM documents
+          WHERE user_id = ${caller.userId} AND deleted_at IS NULL ${scopeClause("entity_id", scope)}`.pipe(
+          Effect.flatMap(decodeCount)
+        )
+        return row.n
       }).pipe(Effect.orDie)
 
     return {

@@ -1,367 +1,126 @@
-import { SqlClient } from "@effect/sql"
-import canonicalize from "canonicalize"
-import { Effect } from "effect"
-import { createHash, randomUUID } from "node:crypto"
+import { SqlClient, SqlSchema } from "@effect/sql"
+import { Effect, Option, Schema } from "effect"
+import { randomUUID } from "node:crypto"
 import type { Caller } from "../domain/Auth.js"
 import { connectionShort } from "../domain/Auth.js"
+import { arcWorkId } from "../domain/Coordination.js"
 import { NotFound, ValidationError } from "../domain/Errors.js"
-import type { AppendEvent, Artifact, Evidence, LedgerEvent, ReviewState, SettledField, Verdict, WorkState } from "../domain/Ledger.js"
-import {
-  EvidenceDowngrade,
-  evidenceRank,
-  HeadMoved,
-  InvalidTransition,
-  LEDGER_HASH_DOMAIN,
-  SelfCertification
+import type { ConnectionRevoked, PostLanded, WaitResolved } from "../domain/Events.js"
+import { LedgerAppended } from "../domain/Events.js"
+import type {
+  AppendResult,
+  LedgerAppendInput,
+  LedgerDiff,
+  LedgerDiffInput,
+  LedgerLog,
+  LedgerLogInput,
+  LedgerStatus,
+  ReviewRequestInput,
+  ReviewState,
+  ReviewVerdictInput,
+  SettledField,
+  WorkSummary
 } from "../domain/Ledger.js"
-import { nowIso } from "../domain/Time.js"
+import { Evidence, HeadMoved, InvalidTransition, LedgerEvent, ledgerValueIssue, ReviewStatus } from "../domain/Ledger.js"
+import type { ChainBreak, Draft, Working } from "../domain/LedgerCore.js"
+import { applyEvent, draftOf, eventHash, jcs, replay, REVIEW_FIELD, settle, stateHash } from "../domain/LedgerCore.js"
+import { DbInt, nowIso } from "../domain/Time.js"
 import { Auth } from "./Auth.js"
-import { Coordination } from "./Coordination.js"
-
-/** The settled field an approving verdict writes (with `verified` evidence); agents cannot assert it. */
-const REVIEW_FIELD = "review"
+import { Events } from "./Events.js"
 
 // ---------------------------------------------------------------------------------------------------
-// The pure core: hashing and folding. The same code validates an append and replays a history.
+// Rows, decoded
 
-/** RFC 8785 canonical JSON (the `canonicalize` package). */
-export const jcs = (value: unknown): string => {
-  const out = canonicalize(value)
-  if (out === undefined) throw new Error("value has no JSON form")
-  return out
-}
+const WorkRow = Schema.Struct({
+  head: Schema.String,
+  seq: DbInt,
+  title: Schema.String,
+  status: Schema.Literal("open", "closed"),
+  resolution: Schema.NullOr(Schema.String),
+  claimant: Schema.NullOr(Schema.String),
+  workers: Schema.parseJson(Schema.Array(Schema.String))
+})
+type WorkRow = typeof WorkRow.Type
 
-/** `sha256("sophia-ledger-v1\0" ‖ parent ‖ JCS(event without hash))`, hex. */
-export const eventHash = (event: Omit<LedgerEvent, "hash">): string =>
-  createHash("sha256").update(LEDGER_HASH_DOMAIN).update(event.parent ?? "").update(jcs(event)).digest("hex")
+/** A stored event: its `data` column is the canonical JSON of the event's data. */
+const EventRow = Schema.Struct({
+  work_id: Schema.String,
+  seq: DbInt,
+  parent: Schema.NullOr(Schema.String),
+  type: Schema.String,
+  data: Schema.parseJson(),
+  evidence: Schema.String,
+  actor: Schema.String,
+  at: Schema.String,
+  hash: Schema.String
+})
+/** A stored event decoded into the contract's `LedgerEvent` (never cast). */
+const EventFromRow = Schema.compose(EventRow, LedgerEvent, { strict: false })
+const decodeEvents = Schema.decodeUnknown(Schema.Array(EventFromRow))
 
-/** The hash of a settled state: equal states, equal hashes, however they were reached. */
-export const stateHash = (state: WorkState): string => createHash("sha256").update(jcs(state)).digest("hex")
-
-/** A mutable working copy of a work item's state (fields and reviews may be partial: only the keys an append touches). */
-export interface Working {
-  work_id: string
-  head: string
-  seq: number
-  title: string
-  status: "open" | "closed"
-  resolution: string | null
-  claimant: string | null
-  workers: Array<string>
-  fields: Record<string, SettledField>
-  reviews: Record<string, ReviewState>
-}
-
-export type FoldRefusal = InvalidTransition | EvidenceDowngrade | SelfCertification | ValidationError
-
-const EVIDENCE_OF: Record<LedgerEvent["type"], ReadonlyArray<Evidence>> = {
-  opened: ["asserted"],
-  claimed: ["asserted"],
-  released: ["asserted"],
-  asserted: ["asserted"],
-  observed: ["observed"],
-  review_requested: ["asserted"],
-  review_verdict: ["verified", "asserted"],
-  closed: ["asserted"]
-}
-
-/** After a close, only what the server sees and the review lifecycle may still be recorded. */
-const AFTER_CLOSE = new Set<LedgerEvent["type"]>(["observed", "review_requested", "review_verdict"])
-
-const addWorker = (state: Working, actor: string) => {
-  if (!state.workers.includes(actor)) {
-    state.workers.push(actor)
-    state.workers.sort()
-  }
-}
-
-const setField = (state: Working, event: LedgerEvent, field: string, value: unknown): EvidenceDowngrade | undefined => {
-  const current = state.fields[field]
-  if (current && evidenceRank(event.evidence) < evidenceRank(current.evidence)) {
-    return new EvidenceDowngrade({ field, current: current.evidence, attempted: event.evidence })
-  }
-  state.fields[field] = { value, evidence: event.evidence, set_by: event.actor, at: event.at, seq: event.seq }
-  return undefined
-}
-
-/**
- * Apply one event to a state (`null` before the first event), in place. Returns the refusal when the
- * event is not a valid transition; the state must then be discarded.
- */
-export const applyEvent = (state: Working | null, event: LedgerEvent): { state: Working } | { refusal: FoldRefusal } => {
-  if (!EVIDENCE_OF[event.type]?.includes(event.evidence)) {
-    return { refusal: new InvalidTransition({ detail: `a ${event.type} event cannot carry ${event.evidence} evidence` }) }
-  }
-  if (state === null) {
-    if (event.type !== "opened") {
-      return { refusal: new InvalidTransition({ detail: `a work item starts with an opened event, not ${event.type}` }) }
-    }
-    return {
-      state: {
-        work_id: event.work_id,
-        head: event.hash,
-        seq: event.seq,
-        title: event.data.title,
-        status: "open",
-        resolution: null,
-        claimant: null,
-        workers: [],
-        fields: {},
-        reviews: {}
-      }
-    }
-  }
-  if (state.status === "closed" && !AFTER_CLOSE.has(event.type)) {
-    return { refusal: new InvalidTransition({ detail: `work item ${state.work_id} is closed; ${event.type} is not allowed` }) }
-  }
-  const fail = (detail: string) => ({ refusal: new InvalidTransition({ detail }) })
-  switch (event.type) {
-    case "opened":
-      return fail(`work item ${state.work_id} is already open`)
-    case "claimed":
-      if (state.claimant !== null) return fail(`work item ${state.work_id} is already claimed by ${state.claimant}; it must be released first`)
-      state.claimant = event.actor
-      addWorker(state, event.actor)
-      break
-    case "released":
-      if (state.claimant === null) return fail(`work item ${state.work_id} is not claimed`)
-      if (state.claimant !== event.actor) return fail(`work item ${state.work_id} is claimed by ${state.claimant}; only the claimant releases it`)
-      state.claimant = null
-      break
-    case "asserted": {
-      const refusal = setField(state, event, event.data.field, event.data.value)
-      if (refusal) return { refusal }
-      addWorker(state, event.actor)
-      break
-    }
-    case "observed": {
-      const refusal = setField(state, event, event.data.field, event.data.value)
-      if (refusal) return { refusal }
-      break
-    }
-    case "review_requested":
-      if (state.reviews[event.data.request_id]) return fail(`review request ${event.data.request_id} already exists`)
-      state.reviews[event.data.request_id] = {
-        request_id: event.data.request_id,
-        artifact: { uri: event.data.artifact.uri, sha256: event.data.artifact.sha256 },
-        reviewer: event.data.reviewer,
-        requested_by: event.actor,
-        requested_seq: event.seq,
-        status: "pending",
-        verdict_by: null,
-        verdict_seq: null
-      }
-      addWorker(state, event.actor)
-      break
-    case "review_verdict": {
-      const { request_id, verdict } = event.data
-      const review = state.reviews[request_id]
-      if (!review) return fail(`no review request ${request_id} on work item ${state.work_id}`)
-      if (review.status !== "pending") return fail(`review request ${request_id} already has its verdict (${review.status})`)
-      if (event.data.artifact_sha256 !== review.artifact.sha256) {
-        return {
-          refusal: new ValidationError({
-            detail: `artifact_sha256 ${event.data.artifact_sha256} is not the artifact review ${request_id} asked about (${review.artifact.sha256})`
-          })
-        }
-      }
-      if (state.workers.includes(event.actor)) {
-        const why = state.claimant === event.actor
-          ? "holds the claim"
-          : review.requested_by === event.actor
-          ? "requested the review"
-          : "claimed, asserted or requested a review"
-        return { refusal: new SelfCertification({ request_id, connection_id: event.actor, reason: why }) }
-      }
-      if (review.reviewer !== null && review.reviewer !== event.actor) {
-        return fail(`review request ${request_id} is addressed to reviewer ${review.reviewer}`)
-      }
-      if ((verdict === "approved") !== (event.evidence === "verified")) {
-        return fail(`only an approving verdict is verified evidence`)
-      }
-      state.reviews[request_id] = { ...review, status: verdict, verdict_by: event.actor, verdict_seq: event.seq }
-      if (verdict === "approved") {
-        const refusal = setField(state, event, REVIEW_FIELD, {
-          request_id,
-          verdict,
-          artifact: review.artifact
-        })
-        if (refusal) return { refusal }
-      }
-      break
-    }
-    case "closed":
-      state.status = "closed"
-      state.resolution = event.data.resolution
-      break
-  }
-  state.head = event.hash
-  state.seq = event.seq
-  return { state }
-}
-
-export interface ChainBreak {
-  readonly seq: number
-  readonly reason: string
-  readonly expected?: string | null
-  readonly actual?: string | null
-}
-
-/**
- * Replay a work item's events from scratch: check seq, parent links, each hash and each transition.
- * Deterministic: the same events always give the same state and the same `stateHash`.
- */
-export const replay = (events: ReadonlyArray<LedgerEvent>): { state: Working | null; break: ChainBreak | null } => {
-  let state: Working | null = null
-  let parent: string | null = null
-  for (let i = 0; i < events.length; i++) {
-    const event = events[i]
-    if (event.seq !== i + 1) return { state, break: { seq: event.seq, reason: "seq gap", expected: String(i + 1), actual: String(event.seq) } }
-    if (event.parent !== parent) return { state, break: { seq: event.seq, reason: "parent does not link to the previous event", expected: parent, actual: event.parent } }
-    const hash = event.hash
-    const recomputed = eventHash({
-      work_id: event.work_id,
-      seq: event.seq,
-      parent: event.parent,
-      type: event.type,
-      data: event.data,
-      evidence: event.evidence,
-      actor: event.actor,
-      at: event.at
-    } as Omit<LedgerEvent, "hash">)
-    if (recomputed !== hash) return { state, break: { seq: event.seq, reason: "hash mismatch", expected: recomputed, actual: hash } }
-    const applied = applyEvent(state, event)
-    if ("refusal" in applied) return { state, break: { seq: event.seq, reason: `invalid transition: ${applied.refusal.message}` } }
-    state = applied.state
-    parent = hash
-  }
-  return { state, break: null }
-}
-
-/** A working state as the frozen `WorkState` (sorted, plain). */
-export const settle = (state: Working): WorkState => ({
-  work_id: state.work_id,
-  head: state.head,
-  seq: state.seq,
-  title: state.title,
-  status: state.status,
-  resolution: state.resolution,
-  claimant: state.claimant,
-  workers: [...state.workers].sort(),
-  fields: { ...state.fields },
-  reviews: { ...state.reviews }
+const FieldRow = Schema.Struct({
+  field: Schema.String,
+  value: Schema.parseJson(),
+  evidence: Evidence,
+  set_by: Schema.String,
+  at: Schema.String,
+  seq: DbInt
+})
+/** The head row joined with the fields an append touches (null columns when it touches none that exist). */
+const WorkWithFieldRow = Schema.Struct({
+  ...WorkRow.fields,
+  f_field: Schema.NullOr(Schema.String),
+  f_value: Schema.NullOr(Schema.String),
+  f_evidence: Schema.NullOr(Evidence),
+  f_set_by: Schema.NullOr(Schema.String),
+  f_at: Schema.NullOr(Schema.String),
+  f_seq: Schema.NullOr(DbInt)
 })
 
-// ---------------------------------------------------------------------------------------------------
-// Rows
+const ReviewRow = Schema.Struct({
+  request_id: Schema.String,
+  artifact_uri: Schema.String,
+  artifact_sha256: Schema.String,
+  reviewer: Schema.NullOr(Schema.String),
+  requested_by: Schema.String,
+  requested_seq: DbInt,
+  status: ReviewStatus,
+  verdict_by: Schema.NullOr(Schema.String),
+  verdict_seq: Schema.NullOr(DbInt)
+})
+type ReviewRow = typeof ReviewRow.Type
 
-interface WorkRow {
-  readonly head: string
-  readonly seq: number
-  readonly title: string
-  readonly status: "open" | "closed"
-  readonly resolution: string | null
-  readonly claimant: string | null
-  readonly workers: string
-}
-interface EventRow {
-  readonly work_id: string
-  readonly seq: number
-  readonly parent: string | null
-  readonly type: string
-  readonly data: string
-  readonly evidence: string
-  readonly actor: string
-  readonly at: string
-  readonly hash: string
-}
-interface FieldRow {
-  readonly field: string
-  readonly value: string
-  readonly evidence: Evidence
-  readonly set_by: string
-  readonly at: string
-  readonly seq: number
-}
-interface JoinedFieldRow {
-  readonly f_field: string | null
-  readonly f_value: string
-  readonly f_evidence: Evidence
-  readonly f_set_by: string
-  readonly f_at: string
-  readonly f_seq: number
-}
-interface ReviewRow {
-  readonly request_id: string
-  readonly artifact_uri: string
-  readonly artifact_sha256: string
-  readonly reviewer: string | null
-  readonly requested_by: string
-  readonly requested_seq: number
-  readonly status: ReviewState["status"]
-  readonly verdict_by: string | null
-  readonly verdict_seq: number | null
-}
-
-export const eventOfRow = (row: EventRow): LedgerEvent =>
-  ({
-    work_id: row.work_id,
-    seq: Number(row.seq),
-    parent: row.parent,
-    type: row.type,
-    data: JSON.parse(row.data),
-    evidence: row.evidence,
-    actor: row.actor,
-    at: row.at,
-    hash: row.hash
-  }) as LedgerEvent
-
-const fieldOfRow = (r: FieldRow): SettledField => ({
-  value: JSON.parse(r.value),
+const fieldOf = (r: typeof FieldRow.Type): SettledField => ({
+  value: r.value,
   evidence: r.evidence,
   set_by: r.set_by,
   at: r.at,
-  seq: Number(r.seq)
+  seq: r.seq
 })
 
-const reviewOfRow = (r: ReviewRow): ReviewState => ({
+const reviewOf = (r: ReviewRow): ReviewState => ({
   request_id: r.request_id,
   artifact: { uri: r.artifact_uri, sha256: r.artifact_sha256 },
   reviewer: r.reviewer,
   requested_by: r.requested_by,
-  requested_seq: Number(r.requested_seq),
+  requested_seq: r.requested_seq,
   status: r.status,
   verdict_by: r.verdict_by,
-  verdict_seq: r.verdict_seq === null ? null : Number(r.verdict_seq)
+  verdict_seq: r.verdict_seq
 })
 
-/** An event as an agent or the server proposes it, before the chain gives it seq, parent, time and hash. */
-type Draft = Pick<LedgerEvent, "type" | "data" | "evidence"> & { readonly actor: string }
-
-const draftOf = (event: AppendEvent, actor: string): Draft => {
-  switch (event.type) {
-    case "opened":
-      return { type: "opened", data: { title: event.title }, evidence: "asserted", actor }
-    case "claimed":
-      return { type: "claimed", data: {}, evidence: "asserted", actor }
-    case "released":
-      return { type: "released", data: {}, evidence: "asserted", actor }
-    case "asserted":
-      return { type: "asserted", data: { field: event.field, value: event.value }, evidence: "asserted", actor }
-    case "closed":
-      return { type: "closed", data: { resolution: event.resolution }, evidence: "asserted", actor }
-  }
-}
-
-/** Limits of one append. */
-export const MAX_EVENTS_PER_APPEND = 100
-export const MAX_VALUE_BYTES = 8 * 1024
-
-export interface AppendResult {
-  readonly work_id: string
-  readonly head: string
-  readonly seq: number
-}
+const workingOf = (workId: string, row: WorkRow): Working => ({
+  work_id: workId,
+  head: row.head,
+  seq: row.seq,
+  title: row.title,
+  status: row.status,
+  resolution: row.resolution,
+  claimant: row.claimant,
+  workers: [...row.workers],
+  fields: {},
+  reviews: {}
+})
 
 export interface VerifyReport {
   readonly ok: boolean
@@ -375,39 +134,62 @@ const SERVER = "server"
 /**
  * The ledger: per-user work items, each an append-only hash chain of typed events with one head moved
  * only by compare-and-swap; evidence classes that never downgrade; reviews with separation of duties.
+ * Owns `ledger_work`, `ledger_events`, `ledger_fields`, `ledger_reviews`. What the server witnessed
+ * elsewhere reaches it as domain events (`observePost`, `observeRevocation`, `observeWait`), wired where
+ * the layers are composed.
  */
 export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const auth = yield* Auth
-    const coordination = yield* Coordination
+    const events = yield* Events
 
-    const loadWork = (userId: string, workId: string) =>
-      sql<WorkRow>`SELECT head, seq, title, status, resolution, claimant, workers FROM ledger_work
-        WHERE user_id = ${userId} AND work_id = ${workId}`.pipe(Effect.map((rows) => rows[0]))
+    const findWork = SqlSchema.findOne({
+      Request: Schema.Struct({ userId: Schema.String, workId: Schema.String }),
+      Result: WorkRow,
+      execute: ({ userId, workId }) =>
+        sql`SELECT head, seq, title, status, resolution, claimant, workers FROM ledger_work
+          WHERE user_id = ${userId} AND work_id = ${workId}`
+    })
+    const loadWork = (userId: string, workId: string) => Effect.map(findWork({ userId, workId }), Option.getOrUndefined)
 
-    const workingOf = (workId: string, row: WorkRow): Working => ({
-      work_id: workId,
-      head: row.head,
-      seq: Number(row.seq),
-      title: row.title,
-      status: row.status,
-      resolution: row.resolution,
-      claimant: row.claimant,
-      workers: JSON.parse(row.workers),
-      fields: {},
-      reviews: {}
+    const loadFields = SqlSchema.findAll({
+      Request: Schema.Struct({ userId: Schema.String, workId: Schema.String }),
+      Result: FieldRow,
+      execute: ({ userId, workId }) =>
+        sql`SELECT field, value, evidence, set_by, at, seq FROM ledger_fields WHERE user_id = ${userId} AND work_id = ${workId}`
     })
 
-    const loadFields = (userId: string, workId: string) =>
-      sql<FieldRow>`SELECT field, value, evidence, set_by, at, seq FROM ledger_fields
-        WHERE user_id = ${userId} AND work_id = ${workId}`
+    const loadReviews = SqlSchema.findAll({
+      Request: Schema.Struct({
+        userId: Schema.String,
+        workId: Schema.String,
+        ids: Schema.optional(Schema.Array(Schema.String))
+      }),
+      Result: ReviewRow,
+      execute: ({ ids, userId, workId }) =>
+        ids === undefined
+          ? sql`SELECT * FROM ledger_reviews WHERE user_id = ${userId} AND work_id = ${workId}`
+          : sql`SELECT * FROM ledger_reviews WHERE user_id = ${userId} AND work_id = ${workId} AND ${sql.in("request_id", ids)}`
+    })
 
-    const loadReviews = (userId: string, workId: string, ids?: ReadonlyArray<string>) =>
-      (ids === undefined
-        ? sql<ReviewRow>`SELECT * FROM ledger_reviews WHERE user_id = ${userId} AND work_id = ${workId}`
-        : sql<ReviewRow>`SELECT * FROM ledger_reviews WHERE user_id = ${userId} AND work_id = ${workId}
-            AND ${sql.in("request_id", ids)}`)
+    const headWithFields = SqlSchema.findAll({
+      Request: Schema.Struct({ userId: Schema.String, workId: Schema.String, names: Schema.Array(Schema.String) }),
+      Result: WorkWithFieldRow,
+      execute: ({ names, userId, workId }) =>
+        sql`SELECT w.head, w.seq, w.title, w.status, w.resolution, w.claimant, w.workers, f.field AS f_field,
+            f.value AS f_value, f.evidence AS f_evidence, f.set_by AS f_set_by, f.at AS f_at, f.seq AS f_seq
+          FROM ledger_work w LEFT JOIN ledger_fields f
+            ON f.user_id = w.user_id AND f.work_id = w.work_id AND ${sql.in("f.field", names)}
+          WHERE w.user_id = ${userId} AND w.work_id = ${workId}`
+    })
+
+    const eventsBetween = (userId: string, workId: string, options: { readonly upTo?: number; readonly before?: number; readonly limit?: number; readonly newestFirst?: boolean }) =>
+      sql`SELECT work_id, seq, parent, type, data, evidence, actor, at, hash FROM ledger_events
+        WHERE user_id = ${userId} AND work_id = ${workId}
+          AND seq <= ${options.upTo ?? Number.MAX_SAFE_INTEGER} AND seq < ${options.before ?? Number.MAX_SAFE_INTEGER}
+        ORDER BY seq ${options.newestFirst === true ? sql.literal("DESC") : sql.literal("ASC")}
+        ${options.limit === undefined ? sql`` : sql`LIMIT ${options.limit}`}`.pipe(Effect.flatMap(decodeEvents))
 
     /** The materialized state of a work item, as the tables hold it. */
     const loadState = (userId: string, workId: string) =>
@@ -415,15 +197,15 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
         const row = yield* loadWork(userId, workId)
         if (!row) return undefined
         const state = workingOf(workId, row)
-        for (const f of yield* loadFields(userId, workId)) state.fields[f.field] = fieldOfRow(f)
-        for (const r of yield* loadReviews(userId, workId)) state.reviews[r.request_id] = reviewOfRow(r)
+        for (const f of yield* loadFields({ userId, workId })) state.fields[f.field] = fieldOf(f)
+        for (const r of yield* loadReviews({ userId, workId })) state.reviews[r.request_id] = reviewOf(r)
         return settle(state)
       })
 
     /**
      * The one write path: inside one transaction, check the head, fold the drafts onto the current
      * state, move the head by one conditional UPDATE (zero rows = refused), insert the events and the
-     * changed fields and reviews. All or nothing.
+     * changed fields and reviews, and publish `LedgerAppended`. All or nothing.
      */
     const commit = (userId: string, workId: string, expected: string | null, drafts: ReadonlyArray<Draft>) =>
       Effect.gen(function*() {
@@ -434,17 +216,12 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
         for (const d of drafts) {
           if (d.type === "asserted" || d.type === "observed") names.add((d.data as { field: string }).field)
           if (d.type === "review_verdict") {
-            names.add("review")
+            names.add(REVIEW_FIELD)
             ids.add((d.data as { request_id: string }).request_id)
           }
         }
-        const joined = names.size === 0 ? undefined : yield* sql<WorkRow & Partial<JoinedFieldRow>>`SELECT w.head, w.seq,
-            w.title, w.status, w.resolution, w.claimant, w.workers, f.field AS f_field, f.value AS f_value,
-            f.evidence AS f_evidence, f.set_by AS f_set_by, f.at AS f_at, f.seq AS f_seq
-          FROM ledger_work w LEFT JOIN ledger_fields f
-            ON f.user_id = w.user_id AND f.work_id = w.work_id AND ${sql.in("f.field", [...names])}
-          WHERE w.user_id = ${userId} AND w.work_id = ${workId}`
-        const row = joined === undefined ? yield* loadWork(userId, workId) : joined[0]
+        const joined = names.size === 0 ? undefined : yield* headWithFields({ userId, workId, names: [...names] })
+        const row: WorkRow | undefined = joined === undefined ? yield* loadWork(userId, workId) : joined[0]
         if (expected === null && row) return yield* new HeadMoved({ work_id: workId, expected, actual: row.head })
         if (expected !== null && (!row || row.head !== expected)) {
           return yield* new HeadMoved({ work_id: workId, expected, actual: row?.head ?? null })
@@ -452,23 +229,24 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
         let state: Working | null = row ? workingOf(workId, row) : null
         if (state) {
           for (const j of joined ?? []) {
-            if (j.f_field != null) {
-              state.fields[j.f_field] = fieldOfRow({
-                field: j.f_field,
-                value: j.f_value!,
+            if (j.f_field !== null) {
+              state.fields[j.f_field] = {
+                value: JSON.parse(j.f_value!),
                 evidence: j.f_evidence!,
                 set_by: j.f_set_by!,
                 at: j.f_at!,
                 seq: j.f_seq!
-              })
+              }
             }
           }
-          if (ids.size > 0) for (const r of yield* loadReviews(userId, workId, [...ids])) state.reviews[r.request_id] = reviewOfRow(r)
+          if (ids.size > 0) {
+            for (const r of yield* loadReviews({ userId, workId, ids: [...ids] })) state.reviews[r.request_id] = reviewOf(r)
+          }
         }
         const at = yield* nowIso
         let parent = row?.head ?? null
-        let seq = row ? Number(row.seq) : 0
-        const events: Array<LedgerEvent> = []
+        let seq = row ? row.seq : 0
+        const appended: Array<LedgerEvent> = []
         const touchedFields = new Set<string>()
         const touchedReviews = new Set<string>()
         for (const d of drafts) {
@@ -478,21 +256,21 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
           const applied = applyEvent(state, event)
           if ("refusal" in applied) return yield* applied.refusal
           state = applied.state
-          events.push(event)
+          appended.push(event)
           parent = event.hash
           if (event.type === "asserted" || event.type === "observed") touchedFields.add(event.data.field)
           if (event.type === "review_requested" || event.type === "review_verdict") touchedReviews.add(event.data.request_id)
-          if (event.type === "review_verdict" && event.data.verdict === "approved") touchedFields.add("review")
+          if (event.type === "review_verdict" && event.data.verdict === "approved") touchedFields.add(REVIEW_FIELD)
         }
         const s = state!
         const workers = JSON.stringify(s.workers)
         // compare-and-swap on the head: exactly one writer extends a given head
         const moved = row
-          ? yield* sql<{ seq: number }>`UPDATE ledger_work SET head = ${s.head}, seq = ${s.seq}, title = ${s.title},
+          ? yield* sql`UPDATE ledger_work SET head = ${s.head}, seq = ${s.seq}, title = ${s.title},
               status = ${s.status}, resolution = ${s.resolution}, claimant = ${s.claimant}, workers = ${workers},
               updated_at = ${at}
               WHERE user_id = ${userId} AND work_id = ${workId} AND head = ${expected} RETURNING seq`
-          : yield* sql<{ seq: number }>`INSERT INTO ledger_work (user_id, work_id, head, seq, title, status, resolution,
+          : yield* sql`INSERT INTO ledger_work (user_id, work_id, head, seq, title, status, resolution,
               claimant, workers, created_at, updated_at)
               VALUES (${userId}, ${workId}, ${s.head}, ${s.seq}, ${s.title}, ${s.status}, ${s.resolution}, ${s.claimant},
                 ${workers}, ${at}, ${at})
@@ -502,7 +280,7 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
           return yield* new HeadMoved({ work_id: workId, expected, actual: now?.head ?? null })
         }
         yield* sql`INSERT INTO ledger_events ${
-          sql.insert(events.map((e) => ({
+          sql.insert(appended.map((e) => ({
             user_id: userId,
             work_id: workId,
             seq: e.seq,
@@ -534,45 +312,26 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
             ON CONFLICT (request_id) DO UPDATE SET status = excluded.status, verdict_by = excluded.verdict_by,
               verdict_seq = excluded.verdict_seq`
         }
+        yield* events.publish(
+          new LedgerAppended({ user_id: userId, work_id: workId, head: s.head, seq: s.seq, types: appended.map((e) => e.type) })
+        )
         return { work_id: workId, head: s.head, seq: s.seq } satisfies AppendResult
-      }).pipe(sql.withTransaction)
+      }).pipe(events.transaction)
 
-    const checkValue = (value: unknown) =>
-      Effect.gen(function*() {
-        let text: string
-        try {
-          text = jcs(value === undefined ? null : value)
-        } catch (e) {
-          return yield* new ValidationError({ detail: `value is not JSON: ${(e as Error).message}` })
-        }
-        const bytes = Buffer.byteLength(text)
-        if (bytes > MAX_VALUE_BYTES) {
-          return yield* new ValidationError({ detail: `value is ${bytes} bytes of JSON; the limit is ${MAX_VALUE_BYTES}` })
-        }
-      })
-
-    /** `sophia.ledger_append`: an agent's events, all `asserted`, all or none. */
-    const append = Effect.fn("Ledger.append")(function*(
-      caller: Caller,
-      input: { readonly work_id: string; readonly expected_head: string | null; readonly events: ReadonlyArray<AppendEvent> }
-    ) {
-      if (input.events.length === 0) return yield* new ValidationError({ detail: "events must hold at least one event" })
-      if (input.events.length > MAX_EVENTS_PER_APPEND) {
-        return yield* new ValidationError({ detail: `at most ${MAX_EVENTS_PER_APPEND} events per append` })
-      }
-      for (const e of input.events) {
-        if (e.type !== "asserted") continue
-        // `review` is the verdict's field: an agent's own "approved" must not sit there, even as `asserted`
-        if (e.field === REVIEW_FIELD) {
-          return yield* new ValidationError({
-            detail: "the field review is written only by sophia.review_verdict; request a review instead"
-          })
-        }
-        yield* checkValue(e.value)
+    /**
+     * `sophia.ledger_append`: an agent's events, all `asserted`, all or none. The limits (count, value
+     * size) are the input Schema's; the rule below is the ledger's own.
+     */
+    const append = Effect.fn("Ledger.append")(function*(caller: Caller, input: LedgerAppendInput) {
+      // `review` is the verdict's field: an agent's own "approved" must not sit there, even as `asserted`
+      if (input.events.some((e) => e.type === "asserted" && e.field === REVIEW_FIELD)) {
+        return yield* new ValidationError({
+          detail: "the field review is written only by sophia.review_verdict; request a review instead"
+        })
       }
       const drafts = input.events.map((e) => draftOf(e, caller.connectionId))
       return yield* commit(caller.userId, input.work_id, input.expected_head, drafts)
-    }, Effect.catchTag("SqlError", Effect.die))
+    }, Effect.catchTag("SqlError", "ParseError", Effect.die))
 
     /**
      * What the server witnessed itself (a wait resolved, a closeout on the item's channel, a claimant's
@@ -585,7 +344,8 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
       value: unknown,
       source: string
     ) {
-      yield* checkValue(value)
+      const issue = ledgerValueIssue(value)
+      if (issue !== undefined) return yield* new ValidationError({ detail: issue })
       const row = yield* loadWork(userId, workId)
       if (!row) return yield* new NotFound({ what: "work item", id: workId })
       return yield* commit(userId, workId, row.head, [{
@@ -594,18 +354,13 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
         evidence: "observed",
         actor: SERVER
       }])
-    }, Effect.catchTag("SqlError", Effect.die))
-
-    /** A reviewer named by full id, short id or name among the user's live connections. */
-    const resolveReviewer = (userId: string, selector: string) =>
-      Effect.map(auth.resolve(userId, selector), (info) => info.connection_id)
+    }, Effect.catchTag("SqlError", "ParseError", Effect.die))
 
     /** `sophia.review_request`: mint a durable request id for an exact artifact. */
-    const requestReview = Effect.fn("Ledger.requestReview")(function*(
-      caller: Caller,
-      input: { readonly work_id: string; readonly expected_head: string; readonly artifact: Artifact; readonly reviewer?: string | undefined }
-    ) {
-      const reviewer = input.reviewer === undefined ? null : yield* resolveReviewer(caller.userId, input.reviewer)
+    const requestReview = Effect.fn("Ledger.requestReview")(function*(caller: Caller, input: ReviewRequestInput) {
+      const reviewer = input.reviewer === undefined
+        ? null
+        : (yield* auth.resolve(caller.userId, input.reviewer)).connection_id
       const request_id = `rev_${randomUUID()}`
       const result = yield* commit(caller.userId, input.work_id, input.expected_head, [{
         type: "review_requested",
@@ -614,23 +369,20 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
         actor: caller.connectionId
       }])
       return { request_id, ...result }
-    }, Effect.catchTag("SqlError", Effect.die))
+    }, Effect.catchTag("SqlError", "ParseError", Effect.die))
+
+    const findReview = SqlSchema.findOne({
+      Request: Schema.Struct({ userId: Schema.String, requestId: Schema.String }),
+      Result: Schema.Struct({ work_id: Schema.String }),
+      execute: ({ requestId, userId }) =>
+        sql`SELECT work_id FROM ledger_reviews WHERE request_id = ${requestId} AND user_id = ${userId}`
+    })
 
     /** `sophia.review_verdict`: the answer to one request, by a connection that did not do the work. */
-    const giveVerdict = Effect.fn("Ledger.giveVerdict")(function*(
-      caller: Caller,
-      input: {
-        readonly request_id: string
-        readonly expected_head: string
-        readonly verdict: Verdict
-        readonly artifact_sha256: string
-        readonly notes?: string | undefined
-      }
-    ) {
-      const found = yield* sql<{ work_id: string }>`SELECT work_id FROM ledger_reviews
-        WHERE request_id = ${input.request_id} AND user_id = ${caller.userId}`
-      if (found.length === 0) return yield* new InvalidTransition({ detail: `no review request ${input.request_id}` })
-      return yield* commit(caller.userId, found[0].work_id, input.expected_head, [{
+    const giveVerdict = Effect.fn("Ledger.giveVerdict")(function*(caller: Caller, input: ReviewVerdictInput) {
+      const found = yield* findReview({ userId: caller.userId, requestId: input.request_id })
+      if (Option.isNone(found)) return yield* new InvalidTransition({ detail: `no review request ${input.request_id}` })
+      return yield* commit(caller.userId, found.value.work_id, input.expected_head, [{
         type: "review_verdict",
         data: {
           request_id: input.request_id,
@@ -641,7 +393,7 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
         evidence: input.verdict === "approved" ? "verified" : "asserted",
         actor: caller.connectionId
       }])
-    }, Effect.catchTag("SqlError", Effect.die))
+    }, Effect.catchTag("SqlError", "ParseError", Effect.die))
 
     const mustState = (userId: string, workId: string) =>
       Effect.flatMap(loadState(userId, workId), (s) => s ? Effect.succeed(s) : Effect.fail(new NotFound({ what: "work item", id: workId })))
@@ -651,25 +403,19 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
       const settled = yield* mustState(caller.userId, workId)
       const observedAt = yield* nowIso
       const pending = Object.values(settled.reviews).filter((r) => r.status === "pending")
-      let claimant: {
-        connection_id: string
-        connection_short: string
-        agent_name: string
-        last_seen_at: string | null
-        revoked: boolean
-      } | null = null
+      let claimant: LedgerStatus["observed"]["claimant"] = null
       if (settled.claimant !== null) {
-        const rows = yield* sql<{ name: string; last_seen_at: string | null; revoked_at: string | null }>`SELECT name,
-          last_seen_at, revoked_at FROM connections WHERE id = ${settled.claimant} AND user_id = ${caller.userId}`
+        // the claimant as Auth knows it now (another user's connection is never shown)
+        const info = Option.filter(yield* auth.get(settled.claimant), (c) => c.user_id === caller.userId)
         claimant = {
           connection_id: settled.claimant,
           connection_short: connectionShort(settled.claimant),
-          agent_name: rows[0]?.name ?? "",
-          last_seen_at: rows[0]?.last_seen_at ?? null,
-          revoked: rows.length === 0 || rows[0].revoked_at !== null
+          agent_name: Option.isSome(info) ? info.value.name : "",
+          last_seen_at: Option.isSome(info) ? info.value.last_seen_at : null,
+          revoked: Option.isNone(info) || info.value.revoked_at !== null
         }
       }
-      return {
+      const result: LedgerStatus = {
         work_id: workId,
         settled: {
           head: settled.head,
@@ -694,48 +440,47 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
           claimant
         }
       }
-    }, Effect.catchTag("SqlError", Effect.die))
+      return result
+    }, Effect.catchTag("SqlError", "ParseError", Effect.die))
 
     /** Events, newest first, with their hashes; page with `before_seq`. */
-    const log = Effect.fn("Ledger.log")(function*(
-      caller: Caller,
-      input: { readonly work_id: string; readonly limit?: number | undefined; readonly before_seq?: number | undefined }
-    ) {
+    const log = Effect.fn("Ledger.log")(function*(caller: Caller, input: LedgerLogInput) {
       const row = yield* loadWork(caller.userId, input.work_id)
       if (!row) return yield* new NotFound({ what: "work item", id: input.work_id })
       const limit = Math.min(Math.max(input.limit ?? 50, 1), 200)
-      const before = input.before_seq ?? Number.MAX_SAFE_INTEGER
-      const rows = yield* sql<EventRow>`SELECT work_id, seq, parent, type, data, evidence, actor, at, hash FROM ledger_events
-        WHERE user_id = ${caller.userId} AND work_id = ${input.work_id} AND seq < ${before}
-        ORDER BY seq DESC LIMIT ${limit + 1}`
-      const events = rows.slice(0, limit).map(eventOfRow)
-      const more = rows.length > limit
-      return {
+      const rows = yield* eventsBetween(caller.userId, input.work_id, {
+        ...(input.before_seq !== undefined ? { before: input.before_seq } : {}),
+        limit: limit + 1,
+        newestFirst: true
+      })
+      const page = rows.slice(0, limit)
+      const result: LedgerLog = {
         work_id: input.work_id,
         head: row.head,
-        events,
-        next_before_seq: more ? events[events.length - 1].seq : null
+        events: page,
+        next_before_seq: rows.length > limit ? page[page.length - 1].seq : null
       }
-    }, Effect.catchTag("SqlError", Effect.die))
+      return result
+    }, Effect.catchTag("SqlError", "ParseError", Effect.die))
 
-    const eventsUpTo = (userId: string, workId: string, seq: number) =>
-      sql<EventRow>`SELECT work_id, seq, parent, type, data, evidence, actor, at, hash FROM ledger_events
-        WHERE user_id = ${userId} AND work_id = ${workId} AND seq <= ${seq} ORDER BY seq`.pipe(
-        Effect.map((rows) => rows.map(eventOfRow))
-      )
+    const findSeqOfHash = SqlSchema.findOne({
+      Request: Schema.Struct({ userId: Schema.String, workId: Schema.String, hash: Schema.String }),
+      Result: Schema.Struct({ seq: DbInt }),
+      execute: ({ hash, userId, workId }) =>
+        sql`SELECT seq FROM ledger_events WHERE user_id = ${userId} AND work_id = ${workId} AND hash = ${hash}`
+    })
 
     /** Field changes (value and evidence, before and after) between two heads of one work item. */
-    const diff = Effect.fn("Ledger.diff")(function*(
-      caller: Caller,
-      input: { readonly work_id: string; readonly from: string; readonly to?: string | undefined }
-    ) {
+    const diff = Effect.fn("Ledger.diff")(function*(caller: Caller, input: LedgerDiffInput) {
       const row = yield* loadWork(caller.userId, input.work_id)
       if (!row) return yield* new NotFound({ what: "work item", id: input.work_id })
       const seqOf = (hash: string) =>
         Effect.flatMap(
-          sql<{ seq: number }>`SELECT seq FROM ledger_events
-            WHERE user_id = ${caller.userId} AND work_id = ${input.work_id} AND hash = ${hash}`,
-          (rows) => rows.length === 0 ? Effect.fail(new NotFound({ what: "head", id: hash })) : Effect.succeed(Number(rows[0].seq))
+          findSeqOfHash({ userId: caller.userId, workId: input.work_id, hash }),
+          Option.match({
+            onNone: () => Effect.fail(new NotFound({ what: "head", id: hash })),
+            onSome: (r) => Effect.succeed(r.seq)
+          })
         )
       const fromSeq = yield* seqOf(input.from)
       const toHead = input.to ?? row.head
@@ -743,12 +488,12 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
       if (fromSeq > toSeq) {
         return yield* new ValidationError({ detail: `from (seq ${fromSeq}) is later than to (seq ${toSeq}); swap them` })
       }
-      const events = yield* eventsUpTo(caller.userId, input.work_id, toSeq)
-      const before = replay(events.slice(0, fromSeq)).state!
+      const chain = yield* eventsBetween(caller.userId, input.work_id, { upTo: toSeq })
+      const before = replay(chain.slice(0, fromSeq)).state!
       const beforeFields = { ...before.fields }
       const beforeStatus = { status: before.status, claimant: before.claimant }
       let after: Working = before
-      for (const e of events.slice(fromSeq)) {
+      for (const e of chain.slice(fromSeq)) {
         const applied = applyEvent(after, e)
         if ("refusal" in applied) return yield* Effect.die(new Error(`ledger ${input.work_id} does not replay at seq ${e.seq}`))
         after = applied.state
@@ -757,7 +502,7 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
       const changes = names
         .filter((n) => beforeFields[n]?.seq !== after.fields[n]?.seq)
         .map((n) => ({ field: n, before: beforeFields[n] ?? null, after: after.fields[n] ?? null }))
-      return {
+      const result: LedgerDiff = {
         work_id: input.work_id,
         from: { head: input.from, seq: fromSeq },
         to: { head: toHead, seq: toSeq },
@@ -766,22 +511,31 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
         claimant: { before: beforeStatus.claimant, after: after.claimant },
         changes
       }
-    }, Effect.catchTag("SqlError", Effect.die))
+      return result
+    }, Effect.catchTag("SqlError", "ParseError", Effect.die))
+
+    const listItems = SqlSchema.findAll({
+      Request: Schema.NullOr(Schema.String),
+      Result: Schema.Struct({ user_id: Schema.String, work_id: Schema.String }),
+      execute: (userId) =>
+        userId === null
+          ? sql`SELECT user_id, work_id FROM ledger_work
+              UNION SELECT DISTINCT user_id, work_id FROM ledger_events ORDER BY user_id, work_id`
+          : sql`SELECT user_id, work_id FROM ledger_work WHERE user_id = ${userId}
+              UNION SELECT DISTINCT user_id, work_id FROM ledger_events WHERE user_id = ${userId}
+              ORDER BY user_id, work_id`
+    })
+    const RawEvents = Schema.Array(EventRow)
 
     /**
      * Recompute every hash and every state from scratch, item by item, and compare with what the
      * tables hold (head, seq, settled state). Reports the first break.
      */
     const verify = Effect.fn("Ledger.verify")(function*(options: { readonly userId?: string | undefined } = {}) {
-      const items = options.userId === undefined
-        ? yield* sql<{ user_id: string; work_id: string }>`SELECT user_id, work_id FROM ledger_work
-            UNION SELECT DISTINCT user_id, work_id FROM ledger_events ORDER BY user_id, work_id`
-        : yield* sql<{ user_id: string; work_id: string }>`SELECT user_id, work_id FROM ledger_work WHERE user_id = ${options.userId}
-            UNION SELECT DISTINCT user_id, work_id FROM ledger_events WHERE user_id = ${options.userId}
-            ORDER BY user_id, work_id`
+      const items = yield* listItems(options.userId ?? null)
       let count = 0
       for (const item of items) {
-        const rows = yield* sql<EventRow>`SELECT work_id, seq, parent, type, data, evidence, actor, at, hash FROM ledger_events
+        const rows = yield* sql`SELECT work_id, seq, parent, type, data, evidence, actor, at, hash FROM ledger_events
           WHERE user_id = ${item.user_id} AND work_id = ${item.work_id} ORDER BY seq`
         count += rows.length
         const at = (b: ChainBreak): VerifyReport => ({
@@ -790,16 +544,14 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
           events: count,
           first_break: { user_id: item.user_id, work_id: item.work_id, ...b }
         })
-        let events: Array<LedgerEvent>
-        try {
-          events = rows.map(eventOfRow)
-        } catch {
-          return at({ seq: 0, reason: "an event's data is not JSON" })
-        }
-        const replayed = replay(events)
+        const raw = Schema.decodeUnknownEither(RawEvents)(rows)
+        if (raw._tag === "Left") return at({ seq: 0, reason: "an event's data is not JSON" })
+        const decoded = Schema.decodeUnknownEither(Schema.Array(EventFromRow))(rows)
+        if (decoded._tag === "Left") return at({ seq: 0, reason: "an event is not in the ledger contract's vocabulary" })
+        const replayed = replay(decoded.right)
         if (replayed.break) return at(replayed.break)
         const stored = yield* loadState(item.user_id, item.work_id)
-        if (!stored || !replayed.state) return at({ seq: events.length, reason: "work item has no head row or no events" })
+        if (!stored || !replayed.state) return at({ seq: decoded.right.length, reason: "work item has no head row or no events" })
         const fromScratch = stateHash(settle(replayed.state))
         const materialized = stateHash(stored)
         if (stored.head !== replayed.state.head) {
@@ -813,8 +565,8 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
     }, Effect.orDie)
 
     /** Every event of one work item, oldest first (for replay and tests). */
-    const events = Effect.fn("Ledger.events")(function*(userId: string, workId: string) {
-      return yield* eventsUpTo(userId, workId, Number.MAX_SAFE_INTEGER)
+    const history = Effect.fn("Ledger.events")(function*(userId: string, workId: string) {
+      return yield* eventsBetween(userId, workId, {})
     }, Effect.orDie)
 
     /** The materialized settled state (from the tables), or none. */
@@ -822,42 +574,82 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
       return yield* loadState(userId, workId)
     }, Effect.orDie)
 
+    const countItems = SqlSchema.single({
+      Request: Schema.String,
+      Result: Schema.Struct({ n: DbInt }),
+      execute: (userId) => sql`SELECT COUNT(*) AS n FROM ledger_work WHERE user_id = ${userId}`
+    })
+    /** How many work items the user has. */
+    const countWork = (userId: string) => Effect.orDie(Effect.map(countItems(userId), (r) => r.n))
+
+    const claimedRows = SqlSchema.findAll({
+      Request: Schema.Struct({ userId: Schema.String, connectionId: Schema.String }),
+      Result: Schema.Struct({ work_id: Schema.String, title: Schema.String, status: Schema.String, head: Schema.String, seq: DbInt }),
+      execute: ({ connectionId, userId }) =>
+        sql`SELECT work_id, title, status, head, seq FROM ledger_work
+          WHERE user_id = ${userId} AND claimant = ${connectionId} AND status <> 'closed'
+          ORDER BY updated_at DESC LIMIT 50`
+    })
+    /** The open work items a connection holds the claim on (newest first, at most 50). */
+    const claimedBy = (userId: string, connectionId: string): Effect.Effect<ReadonlyArray<WorkSummary>> =>
+      Effect.orDie(claimedRows({ userId, connectionId }))
+
     /**
      * What the server witnessed itself becomes `observed` evidence on the work item it concerns, inside
-     * the transaction that witnessed it. Nothing to observe (no such item) is not an error; a failed
-     * observation is logged and never blocks the write that triggered it.
+     * the transaction that witnessed it. Nothing to observe (no such item) is not an error.
      */
     const witness = (userId: string, workId: string, field: string, value: unknown, source: string) =>
-      observe(userId, workId, field, value, source).pipe(
-        Effect.asVoid,
-        Effect.catchTag("NotFound", () => Effect.void),
-        Effect.catchAll((e) => Effect.logWarning(`could not record observed ${field} on ${workId}`, e))
-      )
+      observe(userId, workId, field, value, source).pipe(Effect.asVoid, Effect.catchTag("NotFound", () => Effect.void))
 
-    // a closeout on the item's `arc:<work_id>` channel
-    yield* coordination.onPost((post) =>
-      post.kind === "closeout" && post.channel.startsWith("arc:")
-        ? witness(post.user_id, post.channel.slice(4), "closeout", {
-          post_id: post.post_id,
-          by: post.author,
-          channel_archived: post.archived
-        }, `post ${post.post_id}`)
-        : Effect.void
-    )
-    // the claimant's connection revoked
-    yield* auth.onRevoke((revoked) =>
+    /** `PostLanded`: a closeout on the item's `arc:<work_id>` channel. */
+    const observePost = (post: PostLanded) => {
+      const workId = post.kind === "closeout" ? arcWorkId(post.channel) : undefined
+      return workId === undefined ? Effect.void : witness(post.user_id, workId, "closeout", {
+        post_id: post.post_id,
+        by: post.author,
+        channel_archived: post.archived
+      }, `post ${post.post_id}`)
+    }
+
+    /** `ConnectionRevoked`: every open item the revoked connection held the claim on. */
+    const observeRevocation = (revoked: ConnectionRevoked) =>
       Effect.gen(function*() {
-        const items = yield* sql<{ work_id: string }>`SELECT work_id FROM ledger_work
-          WHERE user_id = ${revoked.userId} AND claimant = ${revoked.connectionId} AND status <> 'closed'`
+        const items = yield* claimedRows({ userId: revoked.user_id, connectionId: revoked.connection_id })
         for (const item of items) {
-          yield* witness(revoked.userId, item.work_id, "claimant_revoked", {
-            connection_id: revoked.connectionId,
+          yield* witness(revoked.user_id, item.work_id, "claimant_revoked", {
+            connection_id: revoked.connection_id,
             at: revoked.at
-          }, `connection ${revoked.connectionId} revoked`)
+          }, `connection ${revoked.connection_id} revoked`)
         }
-      }).pipe(Effect.orDie)
-    )
+      })
 
-    return { append, observe, witness, requestReview, giveVerdict, status, log, diff, verify, events, state } as const
+    /** `WaitResolved`: a wait on the item's `arc:<work_id>` channel resolved. */
+    const observeWait = (resolved: WaitResolved) => {
+      const workId = arcWorkId(resolved.channel)
+      return workId === undefined ? Effect.void : witness(resolved.user_id, workId, "wait", {
+        wait_id: resolved.wait_id,
+        resolution: resolved.resolution,
+        waiter: resolved.waiter,
+        resolved_by: resolved.resolved_by
+      }, `wait ${resolved.wait_id}`)
+    }
+
+    return {
+      append,
+      observe,
+      requestReview,
+      giveVerdict,
+      status,
+      log,
+      diff,
+      verify,
+      events: history,
+      state,
+      countWork,
+      claimedBy,
+      observePost,
+      observeRevocation,
+      observeWait
+    } as const
   })
 }) {}

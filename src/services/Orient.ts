@@ -1,50 +1,53 @@
-import { SqlClient } from "@effect/sql"
-import { Effect, Schema } from "effect"
+import { Effect } from "effect"
 import type { Caller } from "../domain/Auth.js"
+import type { OrientInput, OrientOutput, SurfaceSummary } from "../domain/Orient.js"
+import { Coordination } from "./Coordination.js"
 import { Knowledge } from "./Knowledge.js"
-import { DbInt } from "../domain/Time.js"
-
-const Counts = Schema.Struct({
-  posts: DbInt,
-  channels: DbInt,
-  open_waits: DbInt,
-  work_items: DbInt
-})
-const decodeCounts = Schema.decodeUnknown(Schema.Array(Counts))
-const ClaimedRow = Schema.Struct({
-  work_id: Schema.String,
-  title: Schema.String,
-  status: Schema.String,
-  head: Schema.String,
-  seq: DbInt
-})
-const decodeClaimed = Schema.decodeUnknown(Schema.Array(ClaimedRow))
+import { Ledger } from "./Ledger.js"
+import { Waits } from "./Waits.js"
 
 /**
- * The read model behind `sophia.orient`: what one call needs to bootstrap a session — counts across the
- * caller's user (documents within its entity scope) and the work it has claimed. Each count is one
- * indexed aggregate; nothing here writes.
+ * The use case behind `sophia.orient`: what one call needs to bootstrap a session — who the caller is,
+ * counts across its user (documents within its entity scope), its unread, its open waits and the work
+ * it has claimed. It owns no table: each part is asked of the service that owns it. Nothing here writes
+ * (the caller's wait signals are read without being delivered; the envelope delivers those).
  */
 export class Orient extends Effect.Service<Orient>()("sophia/Orient", {
   effect: Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
+    const coordination = yield* Coordination
+    const waits = yield* Waits
+    const ledger = yield* Ledger
     const knowledge = yield* Knowledge
 
-    const overview = Effect.fn("Orient.overview")(function*(caller: Caller) {
-      const [counts] = yield* sql`SELECT
-          (SELECT COALESCE(MAX(last_pos), 0) FROM post_counters WHERE user_id = ${caller.userId}) AS posts,
-          (SELECT COUNT(*) FROM channel_counters WHERE user_id = ${caller.userId}) AS channels,
-          (SELECT COUNT(*) FROM waits WHERE user_id = ${caller.userId} AND status = 'open') AS open_waits,
-          (SELECT COUNT(*) FROM ledger_work WHERE user_id = ${caller.userId}) AS work_items`.pipe(
-          Effect.flatMap(decodeCounts)
-        )
-      const claimed = yield* sql`SELECT work_id, title, status, head, seq FROM ledger_work
-        WHERE user_id = ${caller.userId} AND claimant = ${caller.connectionId} AND status <> 'closed'
-        ORDER BY updated_at DESC LIMIT 50`.pipe(Effect.flatMap(decodeClaimed))
-      const documents = yield* knowledge.countDocuments(caller)
-      return { counts: { ...counts, documents }, claimed }
-    }, Effect.orDie)
+    const orient = Effect.fn("Orient.orient")(function*(caller: Caller, input: OrientInput, surface: SurfaceSummary) {
+      const [posts, openWaits, workItems, documents, unread, signals, claimed] = yield* Effect.all([
+        coordination.counts(caller.userId),
+        waits.countOpen(caller.userId),
+        ledger.countWork(caller.userId),
+        knowledge.countDocuments(caller),
+        coordination.unreadCount(caller),
+        waits.signals(caller, false),
+        ledger.claimedBy(caller.userId, caller.connectionId)
+      ])
+      const result: OrientOutput = {
+        connection_id: caller.connectionId,
+        connection_short: caller.connectionShort,
+        name: caller.name,
+        profile: caller.profile,
+        user_id: caller.userId,
+        entity_scope: caller.entityScope,
+        ...(input.goal !== undefined ? { goal: input.goal } : {}),
+        counts: { posts: posts.posts, channels: posts.channels, open_waits: openWaits, work_items: workItems, documents },
+        unread,
+        my_open_waits: signals.blocking,
+        my_claimed_work: claimed,
+        total_tools: surface.total_tools,
+        version_hash: surface.version_hash,
+        server_git_sha: surface.server_git_sha
+      }
+      return result
+    })
 
-    return { overview } as const
+    return { orient } as const
   })
 }) {}

@@ -1,29 +1,32 @@
-import { SqlClient } from "@effect/sql"
-import { Clock, Config, Effect, Schema } from "effect"
+import { SqlClient, SqlSchema } from "@effect/sql"
+import { Clock, Config, Effect, Option, Schema } from "effect"
 import { randomUUID } from "node:crypto"
 import type { Caller, ConnectionInfo } from "../domain/Auth.js"
 import { connectionShort } from "../domain/Auth.js"
-import type { PostWritten } from "../domain/Coordination.js"
 import type { BlockingItem, WaitResolvedItem } from "../domain/Envelope.js"
 import { WaitResolution } from "../domain/Envelope.js"
 import { NotFound, ValidationError } from "../domain/Errors.js"
+import type { ConnectionRevoked, PostLanded } from "../domain/Events.js"
+import { WaitResolved } from "../domain/Events.js"
 import { InvalidTransition } from "../domain/Ledger.js"
 import type { ConnectionRef, DeclareWaitInput, DeclareWaitResult, WaitEdge, WaitGraphResult } from "../domain/Waits.js"
 import { WAIT_CHANNEL, WaitCycle } from "../domain/Waits.js"
 import { Auth } from "./Auth.js"
 import { Coordination } from "./Coordination.js"
-import { Ledger } from "./Ledger.js"
+import { Events } from "./Events.js"
 import { DbInt } from "../domain/Time.js"
 
 /**
  * Waits: declarative blocking over posts.
  *
- * A wait is checked (1) inside the transaction of every post written to its channel (Coordination's
- * `onPost` hook), (2) at declaration, against what the channel already holds, (3) inside the
- * transaction that revokes the awaited connection (Auth's `onRevoke`: `unverifiable` then, not at the
- * deadline), and (4) by the sweep, which marks overdue waits `unsatisfied`. Every resolution is one
- * conditional update `... WHERE status = 'open'`, so a wait resolves exactly once whichever daemon,
- * sweep or post gets there first. `satisfied` always names the post that satisfied it and its author.
+ * A wait is checked (1) inside the transaction of every post written to its channel (`onPostLanded`,
+ * subscribed to `PostLanded`), (2) at declaration, against what the channel already holds, (3) inside
+ * the transaction that revokes the awaited connection (`onConnectionRevoked`: `unverifiable` then, not
+ * at the deadline), and (4) by the sweep, which marks overdue waits `unsatisfied`. Every resolution is
+ * one conditional update `... WHERE status = 'open'`, so a wait resolves exactly once whichever daemon,
+ * sweep or post gets there first, and publishes `WaitResolved` in the same transaction. `satisfied`
+ * always names the post that satisfied it and its author. Owns `waits`; names come from Auth, posts
+ * from Coordination.
  */
 
 const JsonObject = Schema.parseJson(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
@@ -40,7 +43,6 @@ const decodeOpenWaits = Schema.decodeUnknown(Schema.Array(OpenWaitRow))
 const BlockingRow = Schema.Struct({
   id: Schema.String,
   on_connection_id: Schema.String,
-  on_name: Schema.String,
   predicate: JsonObject,
   expires_at: Schema.String
 })
@@ -54,15 +56,18 @@ const ResolvedRow = Schema.Struct({
   resolved_at: Schema.String
 })
 const decodeResolved = Schema.decodeUnknown(Schema.Array(ResolvedRow))
+const SqlBoolean = Schema.transform(Schema.Union(Schema.Number, Schema.Boolean, Schema.NumberFromString), Schema.Boolean, {
+  strict: true,
+  decode: (v) => v === true || v === 1,
+  encode: (b) => b
+})
+const decodeFlags = Schema.decodeUnknown(Schema.Tuple(Schema.Struct({ open: SqlBoolean, undelivered: SqlBoolean })))
+const decodeIds = Schema.decodeUnknown(Schema.Array(Schema.Struct({ id: Schema.String })))
 
 const EdgeRow = Schema.Struct({
   id: Schema.String,
   waiter_connection_id: Schema.String,
-  waiter_name: Schema.String,
   on_connection_id: Schema.String,
-  on_name: Schema.String,
-  on_revoked_at: Schema.NullOr(Schema.String),
-  on_last_seen_at: Schema.NullOr(Schema.String),
   predicate: JsonObject,
   reason: Schema.String,
   expires_at: Schema.String,
@@ -70,14 +75,18 @@ const EdgeRow = Schema.Struct({
 })
 const decodeEdges = Schema.decodeUnknown(Schema.Array(EdgeRow))
 
-interface ResolvedWait {
-  readonly id: string
-  readonly user_id: string
-  readonly pred_channel: string
-  readonly status: string
-  readonly resolved_by: string | null
-  readonly waiter_connection_id: string
-}
+/** What a resolving update returns: enough to publish `WaitResolved`. */
+const ResolvedWait = Schema.Struct({
+  id: Schema.String,
+  user_id: Schema.String,
+  pred_channel: Schema.String,
+  status: WaitResolution,
+  resolved_by: Schema.NullOr(Schema.String),
+  resolved_at: Schema.String,
+  waiter_connection_id: Schema.String
+})
+const decodeResolvedWaits = Schema.decodeUnknown(Schema.Array(ResolvedWait))
+const RESOLVED_COLUMNS = "id, user_id, pred_channel, status, resolved_by, resolved_at, waiter_connection_id"
 
 const ref = (connectionId: string, name: string): ConnectionRef => ({
   connection_id: connectionId,
@@ -126,7 +135,7 @@ export class Waits extends Effect.Service<Waits>()("sophia/Waits", {
     const sql = yield* SqlClient.SqlClient
     const auth = yield* Auth
     const coordination = yield* Coordination
-    const ledger = yield* Ledger
+    const events = yield* Events
     const config = yield* Effect.orDie(Config.all({
       defaultS: Config.number("SOPHIA_WAIT_DEFAULT_S").pipe(Config.withDefault(600)),
       ceilingS: Config.number("SOPHIA_WAIT_CEILING_S").pipe(Config.withDefault(3600)),
@@ -143,31 +152,35 @@ export class Waits extends Effect.Service<Waits>()("sophia/Waits", {
       readonly postId: string | null
       readonly how: string
     }) =>
-      sql<ResolvedWait>`UPDATE waits SET status = ${resolution.status}, resolved_at = ${resolution.at},
+      sql`UPDATE waits SET status = ${resolution.status}, resolved_at = ${resolution.at},
           resolved_by = ${resolution.by}, resolved_post_id = ${resolution.postId}, how = ${resolution.how}
         WHERE id = ${waitId} AND status = 'open'
-        RETURNING id, user_id, pred_channel, status, resolved_by, waiter_connection_id`.pipe(Effect.flatMap(witness))
+        RETURNING ${sql.literal(RESOLVED_COLUMNS)}`.pipe(Effect.flatMap(published))
 
     /**
-     * A wait on an item's `arc:<work_id>` channel that resolved is something the server saw itself:
-     * `observed` evidence on that work item (field `wait`), in the same transaction.
+     * Publish each resolution (inside the transaction that resolved it: the ledger observes it there).
+     * Returns how many there were.
      */
-    const witness = (rows: ReadonlyArray<ResolvedWait>) =>
-      Effect.forEach(rows, (r) =>
-        r.pred_channel.startsWith("arc:")
-          ? ledger.witness(r.user_id, r.pred_channel.slice(4), "wait", {
-            wait_id: r.id,
-            resolution: r.status,
-            waiter: r.waiter_connection_id,
-            resolved_by: r.resolved_by
-          }, `wait ${r.id}`)
-          : Effect.void, { discard: true })
+    const published = (rows: ReadonlyArray<unknown>) =>
+      Effect.flatMap(decodeResolvedWaits(rows), (resolved) =>
+        Effect.as(Effect.forEach(resolved, (r) =>
+          events.publish(
+            new WaitResolved({
+              user_id: r.user_id,
+              wait_id: r.id,
+              channel: r.pred_channel,
+              resolution: r.status,
+              resolved_by: r.resolved_by,
+              waiter: r.waiter_connection_id,
+              at: r.resolved_at
+            })
+          ), { discard: true }), resolved.length))
 
     const satisfiedHow = (post: { post_id: string; kind: string; channel: string; channel_seq: number }) =>
       `post ${post.post_id} (${post.kind}, channel_seq ${post.channel_seq} in ${post.channel})`
 
-    /** A post was written (inside its transaction): resolve the open waits on its channel that it satisfies. */
-    const checkPost = (row: PostWritten) =>
+    /** `PostLanded` (inside the post's transaction): resolve the open waits on its channel that it satisfies. */
+    const onPostLanded = (row: PostLanded) =>
       Effect.gen(function*() {
         const open = yield* sql`SELECT id, pred_type, pred_kind, pred_seq, from_connection_id FROM waits
           WHERE user_id = ${row.user_id} AND pred_channel = ${row.channel} AND status = 'open'`.pipe(
@@ -191,29 +204,32 @@ export class Waits extends Effect.Service<Waits>()("sophia/Waits", {
         }
       }).pipe(Effect.orDie)
 
-    /** A connection was revoked (inside its transaction): waits on it become unverifiable now; its own waits end. */
-    const checkRevoked = (revoked: { readonly userId: string; readonly connectionId: string; readonly at: string }) =>
+    /** `ConnectionRevoked` (inside its transaction): waits on it become unverifiable now; its own waits end. */
+    const onConnectionRevoked = (revoked: ConnectionRevoked) =>
       Effect.gen(function*() {
-        yield* sql<ResolvedWait>`UPDATE waits SET status = 'unverifiable', resolved_at = ${revoked.at}, resolved_by = NULL,
-            how = ${`connection ${revoked.connectionId} was revoked: the predicate can no longer be read`}
-          WHERE user_id = ${revoked.userId} AND status = 'open'
-            AND (on_connection_id = ${revoked.connectionId} OR from_connection_id = ${revoked.connectionId})
-          RETURNING id, user_id, pred_channel, status, resolved_by, waiter_connection_id`.pipe(Effect.flatMap(witness))
+        yield* sql`UPDATE waits SET status = 'unverifiable', resolved_at = ${revoked.at}, resolved_by = NULL,
+            how = ${`connection ${revoked.connection_id} was revoked: the predicate can no longer be read`}
+          WHERE user_id = ${revoked.user_id} AND status = 'open'
+            AND (on_connection_id = ${revoked.connection_id} OR from_connection_id = ${revoked.connection_id})
+          RETURNING ${sql.literal(RESOLVED_COLUMNS)}`.pipe(Effect.flatMap(published))
         // a revoked waiter can never read a signal: its waits end without a delivery
         yield* sql`UPDATE waits SET status = 'cancelled', resolved_at = ${revoked.at}, delivered_at = ${revoked.at},
             how = 'the waiting connection was revoked'
-          WHERE user_id = ${revoked.userId} AND status = 'open' AND waiter_connection_id = ${revoked.connectionId}`
+          WHERE user_id = ${revoked.user_id} AND status = 'open' AND waiter_connection_id = ${revoked.connection_id}`
       }).pipe(Effect.orDie)
 
-    yield* coordination.onPost(checkPost)
-    yield* auth.onRevoke(checkRevoked)
+    const openEdges = SqlSchema.findAll({
+      Request: Schema.String,
+      Result: Schema.Struct({ w: Schema.String, o: Schema.String }),
+      execute: (userId) =>
+        sql`SELECT waiter_connection_id AS w, on_connection_id AS o FROM waits WHERE user_id = ${userId} AND status = 'open'`
+    })
 
     /** Would `waiter` waiting on `on` close a cycle? Returns the cycle (waiter first) or undefined. */
     const cycleThrough = (userId: string, waiter: string, on: string) =>
       Effect.gen(function*() {
         if (waiter === on) return [waiter]
-        const rows = yield* sql<{ w: string; o: string }>`SELECT waiter_connection_id AS w, on_connection_id AS o
-          FROM waits WHERE user_id = ${userId} AND status = 'open'`
+        const rows = yield* openEdges(userId)
         const next = new Map<string, Array<string>>()
         for (const r of rows) {
           const list = next.get(r.w)
@@ -269,9 +285,7 @@ export class Waits extends Effect.Service<Waits>()("sophia/Waits", {
 
       const waitId = `wait-${randomUUID()}`
       // the channel's sequence as it stands before the wait's own post, so that post can never count
-      const [current] = yield* sql<{ seq: number | string | null }>`SELECT MAX(channel_seq) AS seq FROM posts
-        WHERE user_id = ${caller.userId} AND channel = ${predicate.channel}`
-      const currentSeq = Number(current?.seq ?? 0)
+      const currentSeq = yield* coordination.lastSeq(caller.userId, predicate.channel)
       const predSeq = predicate.type === "seq_reached" ? predicate.seq : predicate.after_seq ?? currentSeq
       const stored = predicate.type === "post_exists"
         ? { ...predicate, from: from!.connection_id, after_seq: predSeq }
@@ -293,26 +307,27 @@ export class Waits extends Effect.Service<Waits>()("sophia/Waits", {
           ${input.reason}, ${post.post_id}, ${iso(now)}, ${expiresAt}, ${expiresMs}, 'open')`
 
       // the predicate may already hold: read it now (only a post the system can name satisfies it)
-      const already = predicate.type === "seq_reached"
-        ? yield* sql<{ id: string; connection_id: string; kind: string; channel_seq: number | string }>`
-            SELECT id, connection_id, kind, channel_seq FROM posts
-            WHERE user_id = ${caller.userId} AND channel = ${predicate.channel} AND channel_seq = ${predicate.seq}
-              AND id <> ${post.post_id}`
-        : yield* sql<{ id: string; connection_id: string; kind: string; channel_seq: number | string }>`
-            SELECT id, connection_id, kind, channel_seq FROM posts
-            WHERE user_id = ${caller.userId} AND channel = ${predicate.channel} AND channel_seq > ${predSeq}
-              AND connection_id = ${from!.connection_id} AND id <> ${post.post_id}
-              AND (${predicate.kind ?? null} IS NULL OR kind = ${predicate.kind ?? null})
-            ORDER BY channel_seq LIMIT 1`
+      const already = yield* coordination.firstPost(
+        predicate.type === "seq_reached"
+          ? { userId: caller.userId, channel: predicate.channel, atSeq: predicate.seq, except: post.post_id }
+          : {
+            userId: caller.userId,
+            channel: predicate.channel,
+            afterSeq: predSeq,
+            from: from!.connection_id,
+            ...(predicate.kind !== undefined ? { kind: predicate.kind } : {}),
+            except: post.post_id
+          }
+      )
       let resolution: "satisfied" | undefined
-      if (already.length > 0) {
-        const p = already[0]
+      if (Option.isSome(already)) {
+        const p = already.value
         yield* resolve(waitId, {
           status: "satisfied",
           at: iso(now),
           by: p.connection_id,
           postId: p.id,
-          how: satisfiedHow({ post_id: p.id, kind: p.kind, channel: predicate.channel, channel_seq: Number(p.channel_seq) })
+          how: satisfiedHow({ post_id: p.id, kind: p.kind, channel: predicate.channel, channel_seq: p.channel_seq })
         })
         resolution = "satisfied"
       }
@@ -324,24 +339,42 @@ export class Waits extends Effect.Service<Waits>()("sophia/Waits", {
         ...(warning ? { warning } : {})
       }
       return result
-    }, sql.withTransaction, Effect.catchTag("SqlError", Effect.die))
+    }, events.transaction, Effect.catchTag("SqlError", "ParseError", Effect.die))
+
+    const findWait = SqlSchema.findOne({
+      Request: Schema.Struct({ userId: Schema.String, waitId: Schema.String }),
+      Result: Schema.Struct({ waiter_connection_id: Schema.String, status: Schema.String }),
+      execute: ({ userId, waitId }) =>
+        sql`SELECT waiter_connection_id, status FROM waits WHERE id = ${waitId} AND user_id = ${userId}`
+    })
 
     /** The waiter withdraws an open wait. */
     const cancel = Effect.fn("Waits.cancel")(function*(caller: Caller, waitId: string) {
-      const rows = yield* sql<{ waiter_connection_id: string; status: string }>`SELECT waiter_connection_id, status
-        FROM waits WHERE id = ${waitId} AND user_id = ${caller.userId}`
-      if (rows.length === 0) return yield* new NotFound({ what: "wait", id: waitId })
-      if (rows[0].waiter_connection_id !== caller.connectionId) {
+      const found = yield* findWait({ userId: caller.userId, waitId })
+      if (Option.isNone(found)) return yield* new NotFound({ what: "wait", id: waitId })
+      const wait = found.value
+      if (wait.waiter_connection_id !== caller.connectionId) {
         return yield* new ValidationError({ detail: `wait ${waitId} belongs to another connection; only its waiter can cancel it` })
       }
       const now = iso(yield* Clock.currentTimeMillis)
       const updated = yield* sql`UPDATE waits SET status = 'cancelled', resolved_at = ${now}, delivered_at = ${now},
           how = 'cancelled by the waiter' WHERE id = ${waitId} AND status = 'open' RETURNING id`
       if (updated.length === 0) {
-        return yield* new InvalidTransition({ detail: `wait ${waitId} is already ${rows[0].status}; only an open wait can be cancelled` })
+        return yield* new InvalidTransition({ detail: `wait ${waitId} is already ${wait.status}; only an open wait can be cancelled` })
       }
       return { wait_id: waitId, status: "cancelled" as const }
-    }, sql.withTransaction, Effect.catchTag("SqlError", Effect.die))
+    }, sql.withTransaction, Effect.catchTag("SqlError", "ParseError", Effect.die))
+
+    const overdueIds = SqlSchema.findAll({
+      Request: Schema.Number,
+      Result: Schema.Struct({ id: Schema.String }),
+      execute: (now) => sql`SELECT id FROM waits WHERE status = 'open' AND expires_ms <= ${now} ORDER BY expires_ms`
+    })
+    const openOn = SqlSchema.findAll({
+      Request: Schema.Void,
+      Result: Schema.Struct({ id: Schema.String, on_connection_id: Schema.String }),
+      execute: () => sql`SELECT id, on_connection_id FROM waits WHERE status = 'open'`
+    })
 
     /**
      * Resolve every overdue wait `unsatisfied` (and, as a fallback, every wait on a revoked connection
@@ -351,18 +384,32 @@ export class Waits extends Effect.Service<Waits>()("sophia/Waits", {
     const sweep = Effect.fn("Waits.sweep")(function*() {
       const now = yield* Clock.currentTimeMillis
       const at = iso(now)
-      // each update is atomic on its own and claims its rows (`status = 'open'`); no transaction is held
-      // across them, so a sweep never keeps the write lock while another daemon waits for it
-      const overdue = yield* sql<ResolvedWait>`UPDATE waits SET status = 'unsatisfied', resolved_at = ${at},
-          resolved_by = NULL, how = 'the bound passed (' || expires_at || ') with the predicate unmet'
-        WHERE status = 'open' AND expires_ms <= ${now}
-        RETURNING id, user_id, pred_channel, status, resolved_by, waiter_connection_id`
-      const orphaned = yield* sql<ResolvedWait>`UPDATE waits SET status = 'unverifiable', resolved_at = ${at},
-          resolved_by = NULL, how = 'the awaited connection was revoked: the predicate can no longer be read'
-        WHERE status = 'open' AND on_connection_id IN (SELECT id FROM connections WHERE revoked_at IS NOT NULL)
-        RETURNING id, user_id, pred_channel, status, resolved_by, waiter_connection_id`
-      yield* witness([...overdue, ...orphaned])
-      return overdue.length + orphaned.length
+      // Each wait resolves in its own short transaction — the conditional update, `WaitResolved` and what
+      // its subscribers write (the ledger's observation) commit together or not at all — and no
+      // transaction is held across waits, so a sweep never keeps the write lock while others wait for it.
+      // A wait another daemon or a post resolved first is skipped by `status = 'open'` (0 rows).
+      let resolved = 0
+      for (const { id } of yield* overdueIds(now)) {
+        resolved += yield* sql`UPDATE waits SET status = 'unsatisfied', resolved_at = ${at},
+            resolved_by = NULL, how = 'the bound passed (' || expires_at || ') with the predicate unmet'
+          WHERE id = ${id} AND status = 'open'
+          RETURNING ${sql.literal(RESOLVED_COLUMNS)}`.pipe(Effect.flatMap(published), events.transaction)
+      }
+      // the fallback for a revocation whose transaction did not resolve the waits on it (the revocation
+      // itself resolves them; this only mops up): ask Auth which awaited connections are revoked
+      const open = yield* openOn(undefined)
+      const connections = yield* auth.connections(open.map((w) => w.on_connection_id))
+      for (const wait of open) {
+        if (connections.get(wait.on_connection_id)?.revoked_at == null) continue
+        resolved += yield* events.transaction(resolve(wait.id, {
+          status: "unverifiable",
+          at,
+          by: null,
+          postId: null,
+          how: "the awaited connection was revoked: the predicate can no longer be read"
+        }))
+      }
+      return resolved
     }, Effect.orDie)
 
     /**
@@ -372,14 +419,16 @@ export class Waits extends Effect.Service<Waits>()("sophia/Waits", {
      */
     const signals = Effect.fn("Waits.signals")(function*(caller: Caller, deliver = true) {
       // the common case — nothing open, nothing to deliver — costs one statement of two index probes
-      const [flags] = yield* sql<{ open: number | string | boolean; undelivered: number | string | boolean }>`SELECT
+      const [flags] = yield* sql`SELECT
           EXISTS (SELECT 1 FROM waits WHERE waiter_connection_id = ${caller.connectionId} AND status = 'open') AS open,
           EXISTS (SELECT 1 FROM waits WHERE waiter_connection_id = ${caller.connectionId}
-            AND status <> 'open' AND delivered_at IS NULL) AS undelivered`
+            AND status <> 'open' AND delivered_at IS NULL) AS undelivered`.pipe(Effect.flatMap(decodeFlags))
       let resolved: ReadonlyArray<WaitResolvedItem> = []
-      if (deliver && Number(flags.undelivered) === 1) {
-        const undelivered = yield* sql<{ id: string }>`SELECT id FROM waits
-          WHERE waiter_connection_id = ${caller.connectionId} AND status <> 'open' AND delivered_at IS NULL`
+      if (deliver && flags.undelivered) {
+        const undelivered = yield* sql`SELECT id FROM waits
+          WHERE waiter_connection_id = ${caller.connectionId} AND status <> 'open' AND delivered_at IS NULL`.pipe(
+          Effect.flatMap(decodeIds)
+        )
         const now = iso(yield* Clock.currentTimeMillis)
         const claimed = yield* sql`UPDATE waits SET delivered_at = ${now}
           WHERE ${sql.in("id", undelivered.map((r) => r.id))} AND delivered_at IS NULL
@@ -392,14 +441,14 @@ export class Waits extends Effect.Service<Waits>()("sophia/Waits", {
           resolved_at: r.resolved_at
         }))
       }
-      if (Number(flags.open) !== 1) return { blocking: [] as ReadonlyArray<BlockingItem>, resolved }
-      const open = yield* sql`SELECT w.id, w.on_connection_id, c.name AS on_name, w.predicate, w.expires_at
-        FROM waits w JOIN connections c ON c.id = w.on_connection_id
-        WHERE w.waiter_connection_id = ${caller.connectionId} AND w.status = 'open'
-        ORDER BY w.created_at, w.id`.pipe(Effect.flatMap(decodeBlocking))
+      if (!flags.open) return { blocking: [] as ReadonlyArray<BlockingItem>, resolved }
+      const open = yield* sql`SELECT id, on_connection_id, predicate, expires_at FROM waits
+        WHERE waiter_connection_id = ${caller.connectionId} AND status = 'open'
+        ORDER BY created_at, id`.pipe(Effect.flatMap(decodeBlocking))
+      const names = yield* auth.connections(open.map((w) => w.on_connection_id))
       const blocking: ReadonlyArray<BlockingItem> = open.map((w) => ({
         wait_id: w.id,
-        on: ref(w.on_connection_id, w.on_name),
+        on: ref(w.on_connection_id, names.get(w.on_connection_id)?.name ?? ""),
         predicate: w.predicate,
         expires_at: w.expires_at
       }))
@@ -408,36 +457,31 @@ export class Waits extends Effect.Service<Waits>()("sophia/Waits", {
 
     /** Who is blocked on whom across the caller's user, with cycles and the half of "orphaned" we can compute. */
     const graph = Effect.fn("Waits.graph")(function*(caller: Caller) {
-      const rows = yield* sql`SELECT w.id, w.waiter_connection_id, wc.name AS waiter_name, w.on_connection_id,
-          oc.name AS on_name, oc.revoked_at AS on_revoked_at, oc.last_seen_at AS on_last_seen_at,
-          w.predicate, w.reason, w.expires_at, w.created_at
-        FROM waits w
-        JOIN connections wc ON wc.id = w.waiter_connection_id
-        JOIN connections oc ON oc.id = w.on_connection_id
-        WHERE w.user_id = ${caller.userId} AND w.status = 'open'
-        ORDER BY w.created_at, w.id`.pipe(Effect.flatMap(decodeEdges))
+      const rows = yield* sql`SELECT id, waiter_connection_id, on_connection_id, predicate, reason, expires_at, created_at
+        FROM waits WHERE user_id = ${caller.userId} AND status = 'open'
+        ORDER BY created_at, id`.pipe(Effect.flatMap(decodeEdges))
       const now = yield* Clock.currentTimeMillis
-      const names = new Map<string, string>()
+      const connections = yield* auth.connections(rows.flatMap((r) => [r.waiter_connection_id, r.on_connection_id]))
+      const nameOf = (id: string) => connections.get(id)?.name ?? connectionShort(id)
       const edges: Array<WaitEdge> = rows.map((r) => {
-        names.set(r.waiter_connection_id, r.waiter_name)
-        names.set(r.on_connection_id, r.on_name)
         return {
           wait_id: r.id,
-          waiter: ref(r.waiter_connection_id, r.waiter_name),
-          on: ref(r.on_connection_id, r.on_name),
+          waiter: ref(r.waiter_connection_id, nameOf(r.waiter_connection_id)),
+          on: ref(r.on_connection_id, nameOf(r.on_connection_id)),
           predicate: r.predicate,
           reason: r.reason,
           expires_at: r.expires_at
         }
       })
       const cycles = findCycles(rows.map((r) => [r.waiter_connection_id, r.on_connection_id] as const)).map((cycle) =>
-        [...cycle, cycle[0]].map((id) => ref(id, names.get(id) ?? connectionShort(id)))
+        [...cycle, cycle[0]].map((id) => ref(id, nameOf(id)))
       )
       const silentBefore = now - config.silentAfterS * 1000
       const orphaned = rows.flatMap((r): Array<WaitGraphResult["orphaned"]["waits"][number]> => {
-        const on = ref(r.on_connection_id, r.on_name)
-        if (r.on_revoked_at !== null) return [{ wait_id: r.id, on, why: "revoked" }]
-        const seen = Date.parse(r.on_last_seen_at ?? r.created_at)
+        const on = ref(r.on_connection_id, nameOf(r.on_connection_id))
+        const awaited = connections.get(r.on_connection_id)
+        if (awaited?.revoked_at != null) return [{ wait_id: r.id, on, why: "revoked" }]
+        const seen = Date.parse(awaited?.last_seen_at ?? r.created_at)
         return seen < silentBefore ? [{ wait_id: r.id, on, why: "silent" }] : []
       })
       const result: WaitGraphResult = {
@@ -454,6 +498,14 @@ export class Waits extends Effect.Service<Waits>()("sophia/Waits", {
       return result
     }, Effect.orDie)
 
-    return { declare, cancel, sweep, signals, graph } as const
+    const countOpenRow = SqlSchema.single({
+      Request: Schema.String,
+      Result: Schema.Struct({ n: DbInt }),
+      execute: (userId) => sql`SELECT COUNT(*) AS n FROM waits WHERE user_id = ${userId} AND status = 'open'`
+    })
+    /** How many waits of the user are open. */
+    const countOpen = (userId: string) => Effect.orDie(Effect.map(countOpenRow(userId), (r) => r.n))
+
+    return { declare, cancel, sweep, signals, graph, countOpen, onPostLanded, onConnectionRevoked } as const
   })
 }) {}

@@ -6,7 +6,8 @@ import type { ElicitRequest, ElicitResult } from "@modelcontextprotocol/sdk/type
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Layer, ManagedRuntime } from "effect"
 import type { Caller, Profile } from "../../src/domain/Auth.js"
-import { makeCore, sqliteStore } from "../../src/layers/App.js"
+import { makeCore } from "../../src/layers/App.js"
+import { SqliteLive } from "../../src/layers/Sql.js"
 import { Dispatcher } from "../../src/mcp/Dispatch.js"
 import { HttpServer } from "../../src/mcp/Http.js"
 import { makeMcpServer } from "../../src/mcp/McpServer.js"
@@ -18,7 +19,7 @@ import { ServeTest } from "../support/Serve.js"
  * The approval flow through MCP elicitation, end to end: the real SDK `Server` built by makeMcpServer and a
  * real SDK `Client` that declares `capabilities.elicitation` and answers it, over a linked in-memory pair.
  */
-const app = makeCore(sqliteStore(":memory:")).pipe(
+const app = makeCore(SqliteLive(":memory:")).pipe(
   Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["SOPHIA_APPROVAL_WAIT_MS", "50"]]))))
 )
 const runtime = ManagedRuntime.make(app)

@@ -8,12 +8,13 @@
  */
 import { Effect, Layer, ManagedRuntime } from "effect"
 import * as readline from "node:readline"
-import { ServicesLive, sqliteStore } from "../../src/layers/App.js"
+import { ServicesLive } from "../../src/layers/App.js"
+import { SqliteLive } from "../../src/layers/Sql.js"
 import { Auth } from "../../src/services/Auth.js"
 import { Ledger } from "../../src/services/Ledger.js"
 
 const [db, workId, tag] = process.argv.slice(2)
-const runtime = ManagedRuntime.make(ServicesLive.pipe(Layer.provideMerge(sqliteStore(db))))
+const runtime = ManagedRuntime.make(ServicesLive.pipe(Layer.provideMerge(SqliteLive(db))))
 const caller = await runtime.runPromise(Effect.flatMap(Auth, (auth) => auth.authenticate(process.env.SOPHIA_BEARER)))
 
 const appendOnce = (expected: string, value: unknown) =>

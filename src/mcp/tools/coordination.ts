@@ -25,7 +25,7 @@ export const coordinationTools = Effect.gen(function*() {
       annotations: APPEND_ONLY,
       input: PostInput,
       output: PostReceipt,
-      handler: (input, { caller }) => Effect.map(coordination.post(caller, input), coordination.receipt)
+      handler: (input, { caller }) => coordination.post(caller, input)
     }),
     defineTool({
       name: "sophia.coordination_inbox",

@@ -1,10 +1,15 @@
 /**
- * The SQLite `SqlClient`, built on better-sqlite3 like `@effect/sql-sqlite-node`, with the three things
- * that client does not let us set:
+ * The store seam. Services need only `SqlClient`; this module is the one place that knows which store
+ * provides it (the SQLite file by default; Postgres by URL once its layer lands) and the only file
+ * outside tests and benchmarks that names the SQLite driver.
+ *
+ * The SQLite `SqlClient` is built on better-sqlite3 like `@effect/sql-sqlite-node`, with what that
+ * client does not let us set:
  *  - write transactions begin with `BEGIN IMMEDIATE`: a plain `BEGIN` takes the write lock lazily and a
  *    second process then fails at once with SQLITE_BUSY_SNAPSHOT instead of waiting `busy_timeout`;
  *  - `busy_timeout` and `foreign_keys = ON` on the connection;
- *  - access to the raw database for the benchmarks' baselines (`SqliteStore.raw`).
+ *  - the one permit held for a whole statement (or a whole transaction), taken interruptibly;
+ *  - `safeIntegers` set per run (statements are cached by text and shared).
  * One connection per process, serialized by a semaphore (better-sqlite3 is synchronous anyway).
  */
 import * as Reactivity from "@effect/experimental/Reactivity"
@@ -14,6 +19,7 @@ import { SqlError } from "@effect/sql/SqlError"
 import * as Statement from "@effect/sql/Statement"
 import Sqlite from "better-sqlite3"
 import { Context, Effect, Layer, Scope } from "effect"
+import { runMigrations } from "./Migrations.js"
 import * as fs from "node:fs"
 import * as path from "node:path"
 
@@ -22,12 +28,6 @@ export interface SqliteStoreConfig {
   readonly filename: string
   readonly busyTimeoutMs?: number
 }
-
-export class SqliteStore extends Context.Tag("sophia/SqliteStore")<SqliteStore, {
-  readonly filename: string
-  /** the raw better-sqlite3 handle: for benchmarks' baselines and the ledger verifier, never for writes that bypass services */
-  readonly raw: Sqlite.Database
-}>() {}
 
 const make = (config: SqliteStoreConfig) =>
   Effect.gen(function*() {
@@ -114,10 +114,11 @@ const make = (config: SqliteStoreConfig) =>
     }
 
     const semaphore = yield* Effect.makeSemaphore(1)
-    // the permit is held until the statement's scope closes (@effect/sql runs each statement scoped), so a
-    // statement outside a transaction can never run inside another fiber's open transaction
-    const acquirer = Effect.as(Effect.acquireRelease(semaphore.take(1), () => semaphore.release(1)), connection)
-    const transactionAcquirer = Effect.uninterruptibleMask((restore) =>
+    // The permit is held until the statement's (or the transaction's) scope closes: @effect/sql runs each
+    // statement scoped, so a statement outside a transaction can never run inside another fiber's open
+    // transaction. Waiting for it is interruptible (a long poll or a client that went away stops
+    // queueing); once taken, its release is registered before anything can interrupt.
+    const acquirer = Effect.uninterruptibleMask((restore) =>
       Effect.as(
         Effect.zipRight(
           restore(semaphore.take(1)),
@@ -129,17 +130,20 @@ const make = (config: SqliteStoreConfig) =>
 
     const client = yield* Client.make({
       acquirer,
-      transactionAcquirer,
+      transactionAcquirer: acquirer,
       compiler: Statement.makeCompilerSqlite(),
       spanAttributes: [["db.system.name", "sqlite"]],
       beginTransaction: "BEGIN IMMEDIATE"
     })
-    return { client, store: { filename: config.filename, raw: db } }
+    return client
   })
 
-/** `SqlClient` + `SqliteStore` for one SQLite file (or `:memory:`). */
-export const layer = (config: SqliteStoreConfig): Layer.Layer<Client.SqlClient | SqliteStore, SqlError> =>
-  Layer.scopedContext(
-    Effect.map(make(config), ({ client, store }) =>
-      Context.make(Client.SqlClient, client).pipe(Context.add(SqliteStore, store)))
-  ).pipe(Layer.provide(Reactivity.layer))
+/** The bare SQLite `SqlClient` for one file (or `:memory:`), no migrations. */
+export const sqliteClient = (config: SqliteStoreConfig): Layer.Layer<Client.SqlClient, SqlError> =>
+  Layer.scopedContext(Effect.map(make(config), (client) => Context.make(Client.SqlClient, client))).pipe(
+    Layer.provide(Reactivity.layer)
+  )
+
+/** The store every service runs on: the SQLite file (or `:memory:`) with every migration applied. */
+export const SqliteLive = (filename: string): Layer.Layer<Client.SqlClient> =>
+  Layer.effectDiscard(runMigrations).pipe(Layer.provideMerge(sqliteClient({ filename })), Layer.orDie)

@@ -1,0 +1,65 @@
+import { Schema } from "effect"
+
+/**
+ * Domain events: what a write witnessed, published by the service that made the write, inside that
+ * write's transaction (see `services/Events.ts`). Subscribers are wired in one place, where the layers
+ * are composed (`layers/App.ts`), never registered from a service's constructor.
+ */
+
+/** A post was written (its channel lifecycle already applied). */
+export class PostLanded extends Schema.TaggedClass<PostLanded>()("PostLanded", {
+  user_id: Schema.String,
+  post_id: Schema.String,
+  channel: Schema.String,
+  channel_seq: Schema.Number,
+  kind: Schema.String,
+  /** the authoring connection */
+  author: Schema.String,
+  to_connection_id: Schema.NullOr(Schema.String),
+  created_at: Schema.String,
+  /** the channel is archived after this post */
+  archived: Schema.Boolean
+}) {}
+
+/** A connection's bearer was revoked. */
+export class ConnectionRevoked extends Schema.TaggedClass<ConnectionRevoked>()("ConnectionRevoked", {
+  user_id: Schema.String,
+  connection_id: Schema.String,
+  at: Schema.String
+}) {}
+
+/** A wait left `open` with one of the three resolutions (cancellations are not resolutions). */
+export class WaitResolved extends Schema.TaggedClass<WaitResolved>()("WaitResolved", {
+  user_id: Schema.String,
+  wait_id: Schema.String,
+  /** the channel its predicate reads */
+  channel: Schema.String,
+  resolution: Schema.Literal("satisfied", "unsatisfied", "unverifiable"),
+  resolved_by: Schema.NullOr(Schema.String),
+  waiter: Schema.String,
+  at: Schema.String
+}) {}
+
+/** The owner (or elicitation) decided a pending approval. */
+export class ApprovalDecided extends Schema.TaggedClass<ApprovalDecided>()("ApprovalDecided", {
+  user_id: Schema.String,
+  approval_id: Schema.String,
+  connection_id: Schema.String,
+  status: Schema.Literal("approved", "denied"),
+  via: Schema.String,
+  at: Schema.String
+}) {}
+
+/** A work item's head moved (an append by an agent or an observation by the server). */
+export class LedgerAppended extends Schema.TaggedClass<LedgerAppended>()("LedgerAppended", {
+  user_id: Schema.String,
+  work_id: Schema.String,
+  head: Schema.String,
+  seq: Schema.Number,
+  types: Schema.Array(Schema.String)
+}) {}
+
+export const DomainEvent = Schema.Union(PostLanded, ConnectionRevoked, WaitResolved, ApprovalDecided, LedgerAppended)
+export type DomainEvent = typeof DomainEvent.Type
+export type DomainEventTag = DomainEvent["_tag"]
+export type DomainEventOf<T extends DomainEventTag> = Extract<DomainEvent, { readonly _tag: T }>

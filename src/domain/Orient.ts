@@ -1,0 +1,41 @@
+import { Schema } from "effect"
+import { BlockingItem } from "./Envelope.js"
+import { WorkSummary } from "./Ledger.js"
+
+/** `sophia.orient`: one call that bootstraps a session. */
+export const OrientInput = Schema.Struct({
+  goal: Schema.optional(Schema.String.pipe(Schema.maxLength(2000))).annotations({
+    description: "what you are about to do (echoed back)"
+  })
+})
+export type OrientInput = typeof OrientInput.Type
+
+/** The tool surface as the catalog describes it (the MCP side supplies it; orient only reports it). */
+export const SurfaceSummary = Schema.Struct({
+  total_tools: Schema.Number,
+  version_hash: Schema.String,
+  server_git_sha: Schema.String
+})
+export type SurfaceSummary = typeof SurfaceSummary.Type
+
+export const OrientOutput = Schema.Struct({
+  connection_id: Schema.String,
+  connection_short: Schema.String,
+  name: Schema.String,
+  profile: Schema.String,
+  user_id: Schema.String,
+  entity_scope: Schema.Array(Schema.String),
+  goal: Schema.optional(Schema.String),
+  counts: Schema.Struct({
+    posts: Schema.Number,
+    channels: Schema.Number,
+    open_waits: Schema.Number,
+    work_items: Schema.Number,
+    documents: Schema.Number
+  }),
+  unread: Schema.Number,
+  my_open_waits: Schema.Array(BlockingItem),
+  my_claimed_work: Schema.Array(WorkSummary),
+  ...SurfaceSummary.fields
+})
+export type OrientOutput = typeof OrientOutput.Type

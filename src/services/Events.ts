@@ -1,0 +1,95 @@
+import { SqlClient } from "@effect/sql"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Effect, FiberRef, PubSub, type Queue, type Scope } from "effect"
+import type { DomainEvent, DomainEventOf, DomainEventTag } from "../domain/Events.js"
+
+/**
+ * What a subscriber's failure does to the write that published the event. Every subscription names
+ * one; there is no default, so the consequence of a failure is never an accident of wiring.
+ */
+export type SubscriberPolicy =
+  /** the subscriber's work is part of the write: a failure (or defect) rolls the whole write back */
+  | "atomic"
+  /**
+   * the subscriber runs in a savepoint: a failure undoes only what the subscriber wrote, is logged, and
+   * the write that published the event stands
+   */
+  | "isolated"
+
+export interface Subscription<T extends DomainEventTag> {
+  readonly on: T
+  /** who subscribes, for logs and the wiring listing (`Service.method`) */
+  readonly name: string
+  readonly policy: SubscriberPolicy
+  readonly handle: (event: DomainEventOf<T>) => Effect.Effect<void, unknown>
+}
+
+/**
+ * The domain events service. A service publishes what its write witnessed with `publish`, inside the
+ * write's transaction; the subscribers (wired once, where the layers are composed) run right there, in
+ * subscription order, under their named policy. Writes that publish run under `transaction`, which is
+ * `sql.withTransaction` plus a buffer: once the outermost transaction commits, its events go to the
+ * `listen` queues (long polls, the portal's live view, cross-daemon notification) — a listener never
+ * hears of a write that rolled back.
+ */
+export class Events extends Effect.Service<Events>()("sophia/Events", {
+  scoped: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const subscriptions = new Map<DomainEventTag, Array<Subscription<any>>>()
+    const committed = yield* PubSub.unbounded<DomainEvent>()
+    // the events of the transaction this fiber is in (undefined: not inside `transaction`)
+    const pending = yield* FiberRef.make<Array<DomainEvent> | undefined>(undefined)
+
+    const runSubscriber = (subscription: Subscription<any>, event: DomainEvent) =>
+      subscription.policy === "atomic"
+        ? Effect.orDie(subscription.handle(event))
+        : sql.withTransaction(subscription.handle(event)).pipe(
+          Effect.catchAllCause((cause) =>
+            Effect.logWarning(
+              `subscriber ${subscription.name} failed on ${event._tag}: its own writes were undone, the write stands`,
+              cause
+            )
+          )
+        )
+
+    /** Publish an event of the current write: run its subscribers now, tell listeners after commit. */
+    const publish = (event: DomainEvent): Effect.Effect<void> =>
+      Effect.gen(function*() {
+        for (const subscription of subscriptions.get(event._tag) ?? []) yield* runSubscriber(subscription, event)
+        const buffer = yield* FiberRef.get(pending)
+        if (buffer !== undefined) buffer.push(event)
+        else yield* PubSub.publish(committed, event)
+      })
+
+    /**
+     * `sql.withTransaction` for a write that publishes: nested calls become savepoints whose events join
+     * the enclosing transaction's; the outermost hands them to listeners once it has committed.
+     */
+    const transaction = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
+      Effect.gen(function*() {
+        const outer = yield* FiberRef.get(pending)
+        const buffer: Array<DomainEvent> = []
+        const result = yield* Effect.locally(sql.withTransaction(effect), pending, buffer)
+        if (outer !== undefined) outer.push(...buffer)
+        else if (buffer.length > 0) yield* PubSub.publishAll(committed, buffer)
+        return result
+      })
+
+    /** Wire a subscriber. Called where the layers are composed, before the app serves anything. */
+    const subscribe = <T extends DomainEventTag>(subscription: Subscription<T>) =>
+      Effect.sync(() => {
+        const list = subscriptions.get(subscription.on)
+        if (list) list.push(subscription)
+        else subscriptions.set(subscription.on, [subscription])
+      })
+
+    /** The wiring as it stands: `[event, subscriber, policy]` in the order they run. */
+    const wiring = () =>
+      [...subscriptions.entries()].flatMap(([on, list]) => list.map((s) => [on, s.name, s.policy] as const))
+
+    /** Committed events from now on, for as long as the scope lives. */
+    const listen: Effect.Effect<Queue.Dequeue<DomainEvent>, never, Scope.Scope> = PubSub.subscribe(committed)
+
+    return { publish, transaction, subscribe, wiring, listen } as const
+  })
+}) {}
