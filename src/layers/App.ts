@@ -23,6 +23,9 @@ import { SandboxLive, SandboxWarmUp } from "../services/Sandbox.js"
 import { Orient } from "../services/Orient.js"
 import { Waits } from "../services/Waits.js"
 import { SqliteLive } from "./Sql.js"
+
+/** The store layers embedders choose from (the seam: everything above needs only `SqlClient`). */
+export { SqliteLive } from "./Sql.js"
 import { SweepLive } from "./Sweep.js"
 
 /**
