@@ -100,3 +100,6 @@ export class WaitCycle extends Schema.TaggedError<WaitCycle>()("WaitCycle", {
     return `this wait would close a cycle: ${this.cycle.map((c) => `${c.agent_name} [${c.connection_short}]`).join(" → ")}`
   }
 }
+
+/** `sophia.wait_graph` takes no arguments. */
+export const WaitGraphInput = Schema.Struct({})

@@ -6,9 +6,9 @@ import {
   DeclareWaitResult,
   WAIT_EDGE_COMPACT,
   WaitEdge,
+  WaitGraphInput,
   WaitGraphResult
 } from "../../domain/Waits.js"
-import { Schema } from "effect"
 import { Waits } from "../../services/Waits.js"
 import { APPEND_ONLY, defineTool, READ_ONLY } from "../Registry.js"
 
@@ -43,7 +43,7 @@ export const waitTools = Effect.gen(function*() {
       description: "Who is blocked on whom across your fleet: open waits as edges, cycles, and orphaned waits " +
         "(the half that can be computed, stated plainly).",
       annotations: READ_ONLY,
-      input: Schema.Struct({}),
+      input: WaitGraphInput,
       output: WaitGraphResult,
       projection: { key: "edges", row: WaitEdge, compact: WAIT_EDGE_COMPACT },
       handler: (_input, { caller }) => waits.graph(caller)
