@@ -79,6 +79,8 @@ const makeRecordingLedger = (calls: Array<string>) =>
           calls.push(`claimedBy ${connectionId}`)
           return [{ work_id: "fake-item", title: "from the fake", status: "open", head: "f".repeat(64), seq: 3 }]
         }),
+      observesPost: () => true,
+      observesWait: () => true,
       observePost: (post) => Effect.sync(() => void calls.push(`observePost ${post.channel} ${post.kind}`)),
       observeRevocation: (revoked) => Effect.sync(() => void calls.push(`observeRevocation ${revoked.connection_id}`)),
       observeWait: (resolved) => Effect.sync(() => void calls.push(`observeWait ${resolved.resolution}`))

@@ -40,7 +40,13 @@ export const EventWiring = Layer.effectDiscard(Effect.gen(function*() {
   // a wait resolves with the post that satisfies it, or not at all: the post rolls back if that fails
   yield* events.subscribe({ on: "PostLanded", name: "Waits.onPostLanded", policy: "atomic", handle: waits.onPostLanded })
   // the ledger's observations are evidence about a write, never a condition of it
-  yield* events.subscribe({ on: "PostLanded", name: "Ledger.observePost", policy: "isolated", handle: ledger.observePost })
+  yield* events.subscribe({
+    on: "PostLanded",
+    name: "Ledger.observePost",
+    policy: "isolated",
+    when: ledger.observesPost,
+    handle: ledger.observePost
+  })
   yield* events.subscribe({
     on: "ConnectionRevoked",
     name: "Waits.onConnectionRevoked",
@@ -53,7 +59,13 @@ export const EventWiring = Layer.effectDiscard(Effect.gen(function*() {
     policy: "isolated",
     handle: ledger.observeRevocation
   })
-  yield* events.subscribe({ on: "WaitResolved", name: "Ledger.observeWait", policy: "isolated", handle: ledger.observeWait })
+  yield* events.subscribe({
+    on: "WaitResolved",
+    name: "Ledger.observeWait",
+    policy: "isolated",
+    when: ledger.observesWait,
+    handle: ledger.observeWait
+  })
 }))
 
 /** The store-facing services below the ledger (each provided the ones it asks). */

@@ -29,113 +29,157 @@ export interface SqliteStoreConfig {
   readonly busyTimeoutMs?: number
 }
 
-const make = (config: SqliteStoreConfig) =>
-  Effect.gen(function*() {
-    if (config.filename !== ":memory:") {
-      yield* Effect.sync(() => fs.mkdirSync(path.dirname(path.resolve(config.filename)), { recursive: true }))
-    }
-    const db = yield* Effect.acquireRelease(
-      Effect.try({
-        try: () => new Sqlite(config.filename, { timeout: config.busyTimeoutMs ?? 5000 }),
-        catch: (cause) => new SqlError({ cause, message: `cannot open SQLite database ${config.filename}` })
-      }),
-      (db) => Effect.sync(() => db.close())
-    )
-    if (config.filename !== ":memory:") db.pragma("journal_mode = WAL")
-    db.pragma(`busy_timeout = ${config.busyTimeoutMs ?? 5000}`)
-    db.pragma("foreign_keys = ON")
-    db.pragma("synchronous = NORMAL")
+const open = (filename: string, options: Sqlite.Options) =>
+  Effect.acquireRelease(
+    Effect.try({
+      try: () => new Sqlite(filename, options),
+      catch: (cause) => new SqlError({ cause, message: `cannot open SQLite database ${filename}` })
+    }),
+    (db) => Effect.sync(() => db.close())
+  )
 
-    // Prepared statements by SQL text. A plain Map: an Effect `Cache` costs more per lookup (hashing,
-    // clock, fibers) than executing a small statement, and every statement of every call goes through here.
-    const prepared = new Map<string, Sqlite.Statement>()
-    const PREPARED_MAX = 500
-    const prepare = (sql: string) =>
-      Effect.suspend(() => {
-        const hit = prepared.get(sql)
-        if (hit) return Effect.succeed(hit)
+/** An @effect/sql `Connection` over one better-sqlite3 handle, with its own prepared-statement cache. */
+const connectionOf = (db: Sqlite.Database) => {
+  // Prepared statements by SQL text. A plain Map: an Effect `Cache` costs more per lookup (hashing,
+  // clock, fibers) than executing a small statement, and every statement of every call goes through here.
+  const prepared = new Map<string, Sqlite.Statement>()
+  const PREPARED_MAX = 500
+  const prepareSync = (sql: string): Sqlite.Statement => {
+    const hit = prepared.get(sql)
+    if (hit) return hit
+    const statement = db.prepare(sql)
+    if (prepared.size >= PREPARED_MAX) prepared.delete(prepared.keys().next().value!)
+    prepared.set(sql, statement)
+    return statement
+  }
+  const prepare = (sql: string) =>
+    Effect.suspend(() => {
+      try {
+        return Effect.succeed(prepareSync(sql))
+      } catch (cause) {
+        return Effect.fail(new SqlError({ cause, message: `Failed to prepare statement: ${String(cause)}` }))
+      }
+    })
+
+  const runStatement = (statement: Sqlite.Statement, params: ReadonlyArray<unknown>, raw: boolean) =>
+    Effect.withFiberRuntime<ReadonlyArray<any>, SqlError>((fiber) => {
+      // set on every run: statements are cached by text and shared by callers that want numbers
+      statement.safeIntegers(Context.get(fiber.currentContext, Client.SafeIntegers))
+      try {
+        if (statement.reader) return Effect.succeed(statement.all(...params))
+        const result = statement.run(...params)
+        return Effect.succeed(raw ? (result as unknown as ReadonlyArray<any>) : [])
+      } catch (cause) {
+        return Effect.fail(new SqlError({ cause, message: `Failed to execute statement: ${String(cause)}` }))
+      }
+    })
+
+  const run = (sql: string, params: ReadonlyArray<unknown>, raw = false) =>
+    Effect.flatMap(prepare(sql), (s) => runStatement(s, params, raw))
+
+  const connection: Connection = {
+    execute: (sql, params, transformRows) => transformRows ? Effect.map(run(sql, params), transformRows) : run(sql, params),
+    executeRaw: (sql, params) => run(sql, params, true),
+    executeValues: (sql, params) =>
+      Effect.acquireUseRelease(
+        prepare(sql),
+        (statement) =>
+          Effect.try({
+            try: () => {
+              if (statement.reader) {
+                statement.raw(true)
+                return statement.all(...params) as ReadonlyArray<ReadonlyArray<unknown>>
+              }
+              statement.run(...params)
+              return []
+            },
+            catch: (cause) => new SqlError({ cause, message: `Failed to execute statement: ${String(cause)}` })
+          }),
+        (statement) => Effect.sync(() => statement.reader && statement.raw(false))
+      ),
+    executeUnprepared: (sql, params, transformRows) => {
+      const effect = Effect.suspend(() => {
         try {
-          const statement = db.prepare(sql)
-          if (prepared.size >= PREPARED_MAX) prepared.delete(prepared.keys().next().value!)
-          prepared.set(sql, statement)
-          return Effect.succeed(statement)
+          return runStatement(db.prepare(sql), params ?? [], false)
         } catch (cause) {
           return Effect.fail(new SqlError({ cause, message: `Failed to prepare statement: ${String(cause)}` }))
         }
       })
+      return transformRows ? Effect.map(effect, transformRows) : effect
+    },
+    executeStream: () => Effect.dieMessage("executeStream not implemented for SQLite")
+  }
+  return { connection, prepareSync }
+}
 
-    const runStatement = (statement: Sqlite.Statement, params: ReadonlyArray<unknown>, raw: boolean) =>
-      Effect.withFiberRuntime<ReadonlyArray<any>, SqlError>((fiber) => {
-        // set on every run: statements are cached by text and shared by callers that want numbers
-        statement.safeIntegers(Context.get(fiber.currentContext, Client.SafeIntegers))
-        try {
-          if (statement.reader) return Effect.succeed(statement.all(...params))
-          const result = statement.run(...params)
-          return Effect.succeed(raw ? (result as unknown as ReadonlyArray<any>) : [])
-        } catch (cause) {
-          return Effect.fail(new SqlError({ cause, message: `Failed to execute statement: ${String(cause)}` }))
-        }
-      })
-
-    const run = (sql: string, params: ReadonlyArray<unknown>, raw = false) =>
-      Effect.flatMap(prepare(sql), (s) => runStatement(s, params, raw))
-
-    const connection: Connection = {
-      execute: (sql, params, transformRows) => transformRows ? Effect.map(run(sql, params), transformRows) : run(sql, params),
-      executeRaw: (sql, params) => run(sql, params, true),
-      executeValues: (sql, params) =>
-        Effect.acquireUseRelease(
-          prepare(sql),
-          (statement) =>
-            Effect.try({
-              try: () => {
-                if (statement.reader) {
-                  statement.raw(true)
-                  return statement.all(...params) as ReadonlyArray<ReadonlyArray<unknown>>
-                }
-                statement.run(...params)
-                return []
-              },
-              catch: (cause) => new SqlError({ cause, message: `Failed to execute statement: ${String(cause)}` })
-            }),
-          (statement) => Effect.sync(() => statement.reader && statement.raw(false))
-        ),
-      executeUnprepared: (sql, params, transformRows) => {
-        const effect = Effect.suspend(() => {
-          try {
-            return runStatement(db.prepare(sql), params ?? [], false)
-          } catch (cause) {
-            return Effect.fail(new SqlError({ cause, message: `Failed to prepare statement: ${String(cause)}` }))
-          }
-        })
-        return transformRows ? Effect.map(effect, transformRows) : effect
-      },
-      executeStream: () => Effect.dieMessage("executeStream not implemented for SQLite")
-    }
+const make = (config: SqliteStoreConfig) =>
+  Effect.gen(function*() {
+    const file = config.filename !== ":memory:"
+    if (file) yield* Effect.sync(() => fs.mkdirSync(path.dirname(path.resolve(config.filename)), { recursive: true }))
+    const timeout = config.busyTimeoutMs ?? 5000
+    const db = yield* open(config.filename, { timeout })
+    if (file) db.pragma("journal_mode = WAL")
+    db.pragma(`busy_timeout = ${timeout}`)
+    db.pragma("foreign_keys = ON")
+    db.pragma("synchronous = NORMAL")
+    const writer = connectionOf(db)
 
     const semaphore = yield* Effect.makeSemaphore(1)
-    // The permit is held until the statement's (or the transaction's) scope closes: @effect/sql runs each
-    // statement scoped, so a statement outside a transaction can never run inside another fiber's open
-    // transaction. Waiting for it is interruptible (a long poll or a client that went away stops
-    // queueing); once taken, its release is registered before anything can interrupt.
-    const acquirer = Effect.uninterruptibleMask((restore) =>
-      Effect.as(
-        Effect.zipRight(
-          restore(semaphore.take(1)),
-          Effect.tap(Effect.scope, (scope) => Scope.addFinalizer(scope, semaphore.release(1)))
-        ),
-        connection
+    // The write permit is held until the transaction's (or the statement's) scope closes, so nothing runs
+    // inside another fiber's open transaction. Waiting for it is interruptible (a long poll or a client
+    // that went away stops queueing); once taken, its release is registered before anything can interrupt.
+    const takePermit = Effect.uninterruptibleMask((restore) =>
+      Effect.zipRight(
+        restore(semaphore.take(1)),
+        Effect.tap(Effect.scope, (scope) => Scope.addFinalizer(scope, semaphore.release(1)))
       )
     )
+    const transactionAcquirer = Effect.as(takePermit, writer.connection)
 
-    const client = yield* Client.make({
+    // Reads off the write path. On a file (WAL), statements outside a transaction that only read go to a
+    // second, read-only connection and never queue behind the write permit: WAL gives them the last
+    // committed state, never a transaction in progress. Statements that write (an UPDATE outside a
+    // transaction, say) take the permit on the writer for the one statement. `:memory:` has one
+    // connection: everything takes the permit, as a transaction would.
+    let acquirer: Effect.Effect<Connection, never, Scope.Scope> = transactionAcquirer
+    if (file) {
+      const readerDb = yield* open(config.filename, { timeout, readonly: true, fileMustExist: true })
+      readerDb.pragma(`busy_timeout = ${timeout}`)
+      const reader = connectionOf(readerDb)
+      const route = <A>(
+        sql: string,
+        onReader: (c: Connection) => Effect.Effect<A, SqlError>,
+        onWriter: (c: Connection) => Effect.Effect<A, SqlError>
+      ): Effect.Effect<A, SqlError> =>
+        Effect.suspend(() => {
+          let readonly: boolean
+          try {
+            readonly = reader.prepareSync(sql).readonly
+          } catch {
+            // the read-only handle refuses to prepare a write on some schemas: the writer decides
+            readonly = false
+          }
+          return readonly ? onReader(reader.connection) : Effect.scoped(Effect.zipRight(takePermit, onWriter(writer.connection)))
+        })
+      const routing: Connection = {
+        execute: (sql, params, transform) =>
+          route(sql, (c) => c.execute(sql, params, transform), (c) => c.execute(sql, params, transform)),
+        executeRaw: (sql, params) => route(sql, (c) => c.executeRaw(sql, params), (c) => c.executeRaw(sql, params)),
+        executeValues: (sql, params) => route(sql, (c) => c.executeValues(sql, params), (c) => c.executeValues(sql, params)),
+        executeUnprepared: (sql, params, transform) =>
+          Effect.scoped(Effect.zipRight(takePermit, writer.connection.executeUnprepared(sql, params, transform))),
+        executeStream: writer.connection.executeStream
+      }
+      acquirer = Effect.succeed(routing)
+    }
+
+    return yield* Client.make({
       acquirer,
-      transactionAcquirer: acquirer,
+      transactionAcquirer,
       compiler: Statement.makeCompilerSqlite(),
       spanAttributes: [["db.system.name", "sqlite"]],
       beginTransaction: "BEGIN IMMEDIATE"
     })
-    return client
   })
 
 /** The bare SQLite `SqlClient` for one file (or `:memory:`), no migrations. */

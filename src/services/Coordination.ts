@@ -20,6 +20,7 @@ import { PostLanded } from "../domain/Events.js"
 import { DbInt, nowIso } from "../domain/Time.js"
 import { Auth } from "./Auth.js"
 import { Events } from "./Events.js"
+import { fixedStatement } from "./Statements.js"
 
 /**
  * Coordination: typed posts, the per-connection inbox, and the lifecycle of `arc:` channels.
@@ -238,6 +239,53 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
               AND ics.channel = ${channel} AND ics.consumed >= ${visible})`
       })
 
+    // ---- the write: its fixed statements (see Statements.ts), each parameter used once ----
+
+    /** The channel's next seq, its visible count and (same statement) whether it is archived. */
+    const bumpChannel = fixedStatement(sql, (userId: string, channel: string, visibleInc: number, now: string) =>
+      sql`INSERT INTO channel_counters (user_id, channel, last_seq, visible, last_post_at)
+        VALUES (${userId}, ${channel}, 1, ${visibleInc}, ${now})
+        ON CONFLICT (user_id, channel) DO UPDATE SET last_seq = channel_counters.last_seq + 1,
+          visible = channel_counters.visible + excluded.visible, last_post_at = excluded.last_post_at
+        RETURNING last_seq, visible, (SELECT ch.archived_at FROM channels ch
+          WHERE ch.user_id = channel_counters.user_id AND ch.id = channel_counters.channel) AS archived_at`)
+    /** The user's next post position and its visible total. */
+    const bumpUser = fixedStatement(sql, (userId: string, totalInc: number) =>
+      sql`INSERT INTO post_counters (user_id, last_pos, visible) VALUES (${userId}, 1, ${totalInc})
+        ON CONFLICT (user_id) DO UPDATE SET last_pos = post_counters.last_pos + 1,
+          visible = post_counters.visible + excluded.visible
+        RETURNING last_pos`)
+    const insertPost = fixedStatement(sql, (
+      id: string,
+      userId: string,
+      pos: number,
+      channel: string,
+      seq: number,
+      kind: string,
+      body: string,
+      refs: string,
+      payload: string | null,
+      author: string,
+      toSelector: string | null,
+      toConnection: string | null,
+      basedOnSeq: number | null,
+      now: string
+    ) =>
+      sql`INSERT INTO posts (id, user_id, pos, channel, channel_seq, kind, body, refs, payload, connection_id,
+          to_selector, to_connection_id, based_on_seq, created_at)
+        VALUES (${id}, ${userId}, ${pos}, ${channel}, ${seq}, ${kind}, ${body}, ${refs}, ${payload}, ${author},
+          ${toSelector}, ${toConnection}, ${basedOnSeq}, ${now})`)
+    /** `n` more of the channel's posts are consumed (own or read) by the connection. */
+    const consumeInChannel = fixedStatement(sql, (userId: string, connectionId: string, channel: string, n: number) =>
+      sql`INSERT INTO inbox_channel_state (user_id, connection_id, channel, consumed, lwm_pos)
+        VALUES (${userId}, ${connectionId}, ${channel}, ${n}, 0)
+        ON CONFLICT (user_id, connection_id, channel) DO UPDATE
+          SET consumed = inbox_channel_state.consumed + excluded.consumed`)
+    /** `n` more of the user's visible posts are consumed by the connection. */
+    const consumeInTotal = fixedStatement(sql, (userId: string, connectionId: string, n: number) =>
+      sql`INSERT INTO inbox_state (user_id, connection_id, consumed, lwm) VALUES (${userId}, ${connectionId}, ${n}, 0)
+        ON CONFLICT (user_id, connection_id) DO UPDATE SET consumed = inbox_state.consumed + excluded.consumed`)
+
     // ---- the write ----
 
     const write = (caller: Caller, input: PostInput) =>
@@ -251,40 +299,22 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
 
         const visibleInc = input.kind === "heartbeat" ? 0 : 1
         // the channel's next seq, its visible count and (same statement) whether it is archived
-        const [counter] = yield* sql`
-          INSERT INTO channel_counters (user_id, channel, last_seq, visible, last_post_at)
-          VALUES (${userId}, ${channel}, 1, ${visibleInc}, ${now})
-          ON CONFLICT (user_id, channel) DO UPDATE SET last_seq = channel_counters.last_seq + 1,
-            visible = channel_counters.visible + ${visibleInc}, last_post_at = ${now}
-          RETURNING last_seq, visible, (SELECT ch.archived_at FROM channels ch
-            WHERE ch.user_id = channel_counters.user_id AND ch.id = channel_counters.channel) AS archived_at`.pipe(
-          Effect.flatMap(decodeChannelCounter)
-        )
+        const [counter] = yield* bumpChannel(userId, channel, visibleInc, now).pipe(Effect.flatMap(decodeChannelCounter))
         const seq = counter.last_seq
         const channelVisible = counter.visible
         const wasArchived = counter.archived_at !== null && counter.archived_at !== undefined
         const totalInc = visibleInc === 1 && !wasArchived ? 1 : 0
-        const [user] = yield* sql`INSERT INTO post_counters (user_id, last_pos, visible)
-          VALUES (${userId}, 1, ${totalInc})
-          ON CONFLICT (user_id) DO UPDATE SET last_pos = post_counters.last_pos + 1, visible = post_counters.visible + ${totalInc}
-          RETURNING last_pos`.pipe(Effect.flatMap(decodeLastPos))
+        const [user] = yield* bumpUser(userId, totalInc).pipe(Effect.flatMap(decodeLastPos))
         const pos = user.last_pos
 
-        yield* sql`INSERT INTO posts (id, user_id, pos, channel, channel_seq, kind, body, refs, payload, connection_id,
-            to_selector, to_connection_id, based_on_seq, created_at)
-          VALUES (${id}, ${userId}, ${pos}, ${channel}, ${seq}, ${input.kind}, ${input.body}, ${checked.refsJson},
-            ${checked.payloadJson}, ${caller.connectionId}, ${input.to ?? null}, ${recipient?.connection_id ?? null},
-            ${input.based_on_seq ?? null}, ${now})`
+        yield* insertPost(id, userId, pos, channel, seq, input.kind, input.body, checked.refsJson, checked.payloadJson,
+          caller.connectionId, input.to ?? null, recipient?.connection_id ?? null, input.based_on_seq ?? null, now)
 
         // the author's own post is never unread for it
         if (visibleInc === 1) {
-          yield* sql`INSERT INTO inbox_channel_state (user_id, connection_id, channel, consumed, lwm_pos)
-            VALUES (${userId}, ${caller.connectionId}, ${channel}, 1, 0)
-            ON CONFLICT (user_id, connection_id, channel) DO UPDATE SET consumed = inbox_channel_state.consumed + 1`
+          yield* consumeInChannel(userId, caller.connectionId, channel, 1)
           // (an inbox_state row exists wherever an inbox_channel_state row does: archive moves counts between them)
-          yield* sql`INSERT INTO inbox_state (user_id, connection_id, consumed, lwm)
-            VALUES (${userId}, ${caller.connectionId}, ${totalInc}, 0)
-            ON CONFLICT (user_id, connection_id) DO UPDATE SET consumed = inbox_state.consumed + ${totalInc}`
+          yield* consumeInTotal(userId, caller.connectionId, totalInc)
         }
 
         let archived = wasArchived
@@ -432,14 +462,11 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
         }
         let total = 0
         for (const [channel, { archived, n }] of perChannel) {
-          yield* sql`INSERT INTO inbox_channel_state (user_id, connection_id, channel, consumed, lwm_pos)
-            VALUES (${caller.userId}, ${caller.connectionId}, ${channel}, ${n}, 0)
-            ON CONFLICT (user_id, connection_id, channel) DO UPDATE SET consumed = inbox_channel_state.consumed + ${n}`
+          yield* consumeInChannel(caller.userId, caller.connectionId, channel, n)
           if (!archived) total += n
         }
         if (perChannel.size > 0) {
-          yield* sql`INSERT INTO inbox_state (user_id, connection_id, consumed, lwm) VALUES (${caller.userId}, ${caller.connectionId}, ${total}, 0)
-            ON CONFLICT (user_id, connection_id) DO UPDATE SET consumed = inbox_state.consumed + ${total}`
+          yield* consumeInTotal(caller.userId, caller.connectionId, total)
         }
       })
 

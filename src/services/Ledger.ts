@@ -601,6 +601,10 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
     const witness = (userId: string, workId: string, field: string, value: unknown, source: string) =>
       observe(userId, workId, field, value, source).pipe(Effect.asVoid, Effect.catchTag("NotFound", () => Effect.void))
 
+    /** Which posts and waits concern a work item (the rest never reach the observers). */
+    const observesPost = (post: PostLanded) => post.kind === "closeout" && arcWorkId(post.channel) !== undefined
+    const observesWait = (resolved: WaitResolved) => arcWorkId(resolved.channel) !== undefined
+
     /** `PostLanded`: a closeout on the item's `arc:<work_id>` channel. */
     const observePost = (post: PostLanded) => {
       const workId = post.kind === "closeout" ? arcWorkId(post.channel) : undefined
@@ -647,7 +651,9 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
       state,
       countWork,
       claimedBy,
+      observesPost,
       observePost,
+      observesWait,
       observeRevocation,
       observeWait
     } as const
