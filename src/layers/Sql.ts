@@ -19,6 +19,7 @@ import { SqlError } from "@effect/sql/SqlError"
 import * as Statement from "@effect/sql/Statement"
 import Sqlite from "better-sqlite3"
 import { Context, Effect, Layer, Scope } from "effect"
+import { DirectConnection } from "../services/Statements.js"
 import { runMigrations } from "./Migrations.js"
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -142,6 +143,7 @@ const make = (config: SqliteStoreConfig) =>
     // transaction, say) take the permit on the writer for the one statement. `:memory:` has one
     // connection: everything takes the permit, as a transaction would.
     let acquirer: Effect.Effect<Connection, never, Scope.Scope> = transactionAcquirer
+    let direct: Connection | undefined
     if (file) {
       const readerDb = yield* open(config.filename, { timeout, readonly: true, fileMustExist: true })
       readerDb.pragma(`busy_timeout = ${timeout}`)
@@ -171,22 +173,26 @@ const make = (config: SqliteStoreConfig) =>
         executeStream: writer.connection.executeStream
       }
       acquirer = Effect.succeed(routing)
+      direct = routing
     }
 
-    return yield* Client.make({
+    const client = yield* Client.make({
       acquirer,
       transactionAcquirer,
       compiler: Statement.makeCompilerSqlite(),
       spanAttributes: [["db.system.name", "sqlite"]],
       beginTransaction: "BEGIN IMMEDIATE"
     })
+    return { client, direct }
   })
 
 /** The bare SQLite `SqlClient` for one file (or `:memory:`), no migrations. */
 export const sqliteClient = (config: SqliteStoreConfig): Layer.Layer<Client.SqlClient, SqlError> =>
-  Layer.scopedContext(Effect.map(make(config), (client) => Context.make(Client.SqlClient, client))).pipe(
-    Layer.provide(Reactivity.layer)
-  )
+  Layer.scopedContext(Effect.map(make(config), ({ client, direct }) => {
+    const context = Context.make(Client.SqlClient, client)
+    // the permit-free path for single statements outside a transaction (files only: see `make`)
+    return direct === undefined ? context : Context.add(context, DirectConnection, direct)
+  })).pipe(Layer.provide(Reactivity.layer))
 
 /** The store every service runs on: the SQLite file (or `:memory:`) with every migration applied. */
 export const SqliteLive = (filename: string): Layer.Layer<Client.SqlClient> =>

@@ -15,6 +15,7 @@ import {
 import { ConnectionRevoked } from "../domain/Events.js"
 import { DbInt, nowIso } from "../domain/Time.js"
 import { Events } from "./Events.js"
+import { makeFixedStatements } from "./Statements.js"
 
 /** Bearers are `sph_` + 32 random bytes (base64url); only their SHA-256 is stored. */
 const BEARER_PREFIX = "sph_"
@@ -80,18 +81,19 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const events = yield* Events
+    const fixed = yield* makeFixedStatements
 
     const selectConnections = sql`SELECT c.id, c.user_id, u.name AS user_name, c.name, c.profile, c.entity_scope,
       c.created_at, c.revoked_at, c.last_seen_at FROM connections c JOIN users u ON u.id = c.user_id`
 
-    const findByHash = SqlSchema.findOne({
-      Request: Schema.String,
-      Result: ConnectionRow,
-      execute: (hash) =>
-        sql`SELECT c.id, c.user_id, u.name AS user_name, c.name, c.profile, c.entity_scope, c.created_at,
-          c.revoked_at, c.last_seen_at FROM connections c JOIN users u ON u.id = c.user_id
-          WHERE c.token_hash = ${hash} AND c.revoked_at IS NULL`
-    })
+    // every request of every transport looks its bearer up: one fixed statement
+    const byHash = fixed((hash: string) =>
+      sql`SELECT c.id, c.user_id, u.name AS user_name, c.name, c.profile, c.entity_scope, c.created_at,
+        c.revoked_at, c.last_seen_at FROM connections c JOIN users u ON u.id = c.user_id
+        WHERE c.token_hash = ${hash} AND c.revoked_at IS NULL`)
+    const decodeConnections = Schema.decodeUnknown(Schema.Array(ConnectionRow))
+    const findByHash = (hash: string) =>
+      Effect.map(Effect.flatMap(byHash(hash), decodeConnections), (rows) => Option.fromNullable(rows[0]))
     const findById = SqlSchema.findOne({
       Request: Schema.String,
       Result: ConnectionRow,
@@ -199,7 +201,7 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
      * Resolve a selector — a full connection id, its 8-character short id, or its name — among the
      * user's live connections. Never matches another user's connection.
      */
-    const resolve = Effect.fn("Auth.resolve")(function*(userId: string, selector: string) {
+    const resolve = Effect.fnUntraced(function*(userId: string, selector: string) {
       const rows = yield* Effect.orDie(liveRowsOfUser(userId))
       const exact = rows.filter((r) => r.id === selector)
       if (exact.length === 1) return toInfo(exact[0])
@@ -257,7 +259,7 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
     }, sql.withTransaction, Effect.catchTag("SqlError", "ParseError", Effect.die))
 
     /** Check a bearer against its row, on every call. Missing, malformed, unknown or revoked: `Unauthenticated`. */
-    const authenticate = Effect.fn("Auth.authenticate")(function*(bearer: string | undefined | null) {
+    const authenticate = Effect.fnUntraced(function*(bearer: string | undefined | null) {
       if (!bearer || !bearer.startsWith(BEARER_PREFIX) || bearer.length > 200) return yield* new Unauthenticated()
       const row = yield* Effect.orDie(findByHash(hashBearer(bearer)))
       if (Option.isNone(row)) return yield* new Unauthenticated()
@@ -270,12 +272,12 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
     })
 
     /** Record that a connection is alive now (beacon). */
-    const touch = Effect.fn("Auth.touch")(function*(connectionId: string) {
+    const touch = Effect.fnUntraced(function*(connectionId: string) {
       yield* sql`UPDATE connections SET last_seen_at = ${yield* nowIso} WHERE id = ${connectionId}`
     }, Effect.orDie)
 
     /** Look a connection up by id, revoked or not (for live name joins outside SQL). */
-    const get = Effect.fn("Auth.get")(function*(connectionId: string) {
+    const get = Effect.fnUntraced(function*(connectionId: string) {
       return Option.map(yield* findById(connectionId), toInfo)
     }, Effect.orDie)
 

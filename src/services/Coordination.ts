@@ -20,7 +20,7 @@ import { PostLanded } from "../domain/Events.js"
 import { DbInt, nowIso } from "../domain/Time.js"
 import { Auth } from "./Auth.js"
 import { Events } from "./Events.js"
-import { fixedStatement } from "./Statements.js"
+import { makeFixedStatements } from "./Statements.js"
 
 /**
  * Coordination: typed posts, the per-connection inbox, and the lifecycle of `arc:` channels.
@@ -129,6 +129,7 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
     const sql = yield* SqlClient.SqlClient
     const auth = yield* Auth
     const events = yield* Events
+    const fixed = yield* makeFixedStatements
     const limits = yield* Effect.orDie(Config.all({
       bodyBytes: intConfig("SOPHIA_POST_BODY_MAX_BYTES", 32 * 1024),
       payloadBytes: intConfig("SOPHIA_POST_PAYLOAD_MAX_BYTES", 8 * 1024),
@@ -242,7 +243,7 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
     // ---- the write: its fixed statements (see Statements.ts), each parameter used once ----
 
     /** The channel's next seq, its visible count and (same statement) whether it is archived. */
-    const bumpChannel = fixedStatement(sql, (userId: string, channel: string, visibleInc: number, now: string) =>
+    const bumpChannel = fixed((userId: string, channel: string, visibleInc: number, now: string) =>
       sql`INSERT INTO channel_counters (user_id, channel, last_seq, visible, last_post_at)
         VALUES (${userId}, ${channel}, 1, ${visibleInc}, ${now})
         ON CONFLICT (user_id, channel) DO UPDATE SET last_seq = channel_counters.last_seq + 1,
@@ -250,12 +251,12 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
         RETURNING last_seq, visible, (SELECT ch.archived_at FROM channels ch
           WHERE ch.user_id = channel_counters.user_id AND ch.id = channel_counters.channel) AS archived_at`)
     /** The user's next post position and its visible total. */
-    const bumpUser = fixedStatement(sql, (userId: string, totalInc: number) =>
+    const bumpUser = fixed((userId: string, totalInc: number) =>
       sql`INSERT INTO post_counters (user_id, last_pos, visible) VALUES (${userId}, 1, ${totalInc})
         ON CONFLICT (user_id) DO UPDATE SET last_pos = post_counters.last_pos + 1,
           visible = post_counters.visible + excluded.visible
         RETURNING last_pos`)
-    const insertPost = fixedStatement(sql, (
+    const insertPost = fixed((
       id: string,
       userId: string,
       pos: number,
@@ -276,13 +277,13 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
         VALUES (${id}, ${userId}, ${pos}, ${channel}, ${seq}, ${kind}, ${body}, ${refs}, ${payload}, ${author},
           ${toSelector}, ${toConnection}, ${basedOnSeq}, ${now})`)
     /** `n` more of the channel's posts are consumed (own or read) by the connection. */
-    const consumeInChannel = fixedStatement(sql, (userId: string, connectionId: string, channel: string, n: number) =>
+    const consumeInChannel = fixed((userId: string, connectionId: string, channel: string, n: number) =>
       sql`INSERT INTO inbox_channel_state (user_id, connection_id, channel, consumed, lwm_pos)
         VALUES (${userId}, ${connectionId}, ${channel}, ${n}, 0)
         ON CONFLICT (user_id, connection_id, channel) DO UPDATE
           SET consumed = inbox_channel_state.consumed + excluded.consumed`)
     /** `n` more of the user's visible posts are consumed by the connection. */
-    const consumeInTotal = fixedStatement(sql, (userId: string, connectionId: string, n: number) =>
+    const consumeInTotal = fixed((userId: string, connectionId: string, n: number) =>
       sql`INSERT INTO inbox_state (user_id, connection_id, consumed, lwm) VALUES (${userId}, ${connectionId}, ${n}, 0)
         ON CONFLICT (user_id, connection_id) DO UPDATE SET consumed = inbox_state.consumed + excluded.consumed`)
 
@@ -392,11 +393,16 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
      * of every tool, so it is deliberately not wrapped in its own span (the statement's `sql.execute`
      * span still records it).
      */
+    const unreadQuery = fixed((userId: string, sameUserId: string, connectionId: string) =>
+      sql`SELECT COALESCE((SELECT visible FROM post_counters WHERE user_id = ${userId}), 0)
+        - COALESCE((SELECT consumed FROM inbox_state WHERE user_id = ${sameUserId} AND connection_id = ${connectionId}), 0)
+        AS n`)
     const unreadCount = (caller: Caller): Effect.Effect<number> =>
-      sql`SELECT
-        COALESCE((SELECT visible FROM post_counters WHERE user_id = ${caller.userId}), 0)
-        - COALESCE((SELECT consumed FROM inbox_state WHERE user_id = ${caller.userId} AND connection_id = ${caller.connectionId}), 0)
-        AS n`.pipe(Effect.flatMap(decodeOptionalNumber), Effect.map((rows) => rows[0]?.n ?? 0), Effect.orDie)
+      unreadQuery(caller.userId, caller.userId, caller.connectionId).pipe(
+        Effect.flatMap(decodeOptionalNumber),
+        Effect.map((rows) => rows[0]?.n ?? 0),
+        Effect.orDie
+      )
 
     const selectPosts = (caller: Caller, where: ReadonlyArray<ReturnType<typeof sql.literal> | ReturnType<typeof sql.and>>, limit: number) =>
       sql`SELECT p.id, p.pos, p.channel, p.channel_seq, p.kind, p.body, p.refs, p.payload, p.connection_id,

@@ -27,6 +27,7 @@ import { applyEvent, draftOf, eventHash, jcs, replay, REVIEW_FIELD, settle, stat
 import { DbInt, nowIso } from "../domain/Time.js"
 import { Auth } from "./Auth.js"
 import { Events } from "./Events.js"
+import { makeFixedStatements } from "./Statements.js"
 
 // ---------------------------------------------------------------------------------------------------
 // Rows, decoded
@@ -143,15 +144,78 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
     const sql = yield* SqlClient.SqlClient
     const auth = yield* Auth
     const events = yield* Events
+    const fixed = yield* makeFixedStatements
 
-    const findWork = SqlSchema.findOne({
-      Request: Schema.Struct({ userId: Schema.String, workId: Schema.String }),
-      Result: WorkRow,
-      execute: ({ userId, workId }) =>
-        sql`SELECT head, seq, title, status, resolution, claimant, workers FROM ledger_work
-          WHERE user_id = ${userId} AND work_id = ${workId}`
-    })
-    const loadWork = (userId: string, workId: string) => Effect.map(findWork({ userId, workId }), Option.getOrUndefined)
+    const selectWork = fixed((userId: string, workId: string) =>
+      sql`SELECT head, seq, title, status, resolution, claimant, workers FROM ledger_work
+        WHERE user_id = ${userId} AND work_id = ${workId}`)
+    const decodeWork = Schema.decodeUnknown(Schema.Array(WorkRow))
+    const loadWork = (userId: string, workId: string) =>
+      Effect.map(Effect.flatMap(selectWork(userId, workId), decodeWork), (rows): WorkRow | undefined => rows[0])
+
+    // the append's fixed statements (see Statements.ts)
+    const moveHead = fixed((
+      head: string,
+      seq: number,
+      title: string,
+      status: string,
+      resolution: string | null,
+      claimant: string | null,
+      workers: string,
+      at: string,
+      userId: string,
+      workId: string,
+      expected: string | null
+    ) =>
+      sql`UPDATE ledger_work SET head = ${head}, seq = ${seq}, title = ${title}, status = ${status},
+          resolution = ${resolution}, claimant = ${claimant}, workers = ${workers}, updated_at = ${at}
+        WHERE user_id = ${userId} AND work_id = ${workId} AND head = ${expected} RETURNING seq`)
+    const createHead = fixed((
+      userId: string,
+      workId: string,
+      head: string,
+      seq: number,
+      title: string,
+      status: string,
+      resolution: string | null,
+      claimant: string | null,
+      workers: string,
+      createdAt: string,
+      updatedAt: string
+    ) =>
+      sql`INSERT INTO ledger_work (user_id, work_id, head, seq, title, status, resolution, claimant, workers,
+          created_at, updated_at)
+        VALUES (${userId}, ${workId}, ${head}, ${seq}, ${title}, ${status}, ${resolution}, ${claimant}, ${workers},
+          ${createdAt}, ${updatedAt})
+        ON CONFLICT (user_id, work_id) DO NOTHING RETURNING seq`)
+    const insertEvent = fixed((
+      userId: string,
+      workId: string,
+      seq: number,
+      parent: string | null,
+      type: string,
+      data: string,
+      evidence: string,
+      actor: string,
+      at: string,
+      hash: string
+    ) =>
+      sql`INSERT INTO ledger_events (user_id, work_id, seq, parent, type, data, evidence, actor, at, hash)
+        VALUES (${userId}, ${workId}, ${seq}, ${parent}, ${type}, ${data}, ${evidence}, ${actor}, ${at}, ${hash})`)
+    const upsertField = fixed((
+      userId: string,
+      workId: string,
+      field: string,
+      value: string,
+      evidence: string,
+      setBy: string,
+      at: string,
+      seq: number
+    ) =>
+      sql`INSERT INTO ledger_fields (user_id, work_id, field, value, evidence, set_by, at, seq)
+        VALUES (${userId}, ${workId}, ${field}, ${value}, ${evidence}, ${setBy}, ${at}, ${seq})
+        ON CONFLICT (user_id, work_id, field) DO UPDATE SET value = excluded.value, evidence = excluded.evidence,
+          set_by = excluded.set_by, at = excluded.at, seq = excluded.seq`)
 
     const loadFields = SqlSchema.findAll({
       Request: Schema.Struct({ userId: Schema.String, workId: Schema.String }),
@@ -266,42 +330,18 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
         const workers = JSON.stringify(s.workers)
         // compare-and-swap on the head: exactly one writer extends a given head
         const moved = row
-          ? yield* sql`UPDATE ledger_work SET head = ${s.head}, seq = ${s.seq}, title = ${s.title},
-              status = ${s.status}, resolution = ${s.resolution}, claimant = ${s.claimant}, workers = ${workers},
-              updated_at = ${at}
-              WHERE user_id = ${userId} AND work_id = ${workId} AND head = ${expected} RETURNING seq`
-          : yield* sql`INSERT INTO ledger_work (user_id, work_id, head, seq, title, status, resolution,
-              claimant, workers, created_at, updated_at)
-              VALUES (${userId}, ${workId}, ${s.head}, ${s.seq}, ${s.title}, ${s.status}, ${s.resolution}, ${s.claimant},
-                ${workers}, ${at}, ${at})
-              ON CONFLICT (user_id, work_id) DO NOTHING RETURNING seq`
+          ? yield* moveHead(s.head, s.seq, s.title, s.status, s.resolution, s.claimant, workers, at, userId, workId, expected)
+          : yield* createHead(userId, workId, s.head, s.seq, s.title, s.status, s.resolution, s.claimant, workers, at, at)
         if (moved.length === 0) {
           const now = yield* loadWork(userId, workId)
           return yield* new HeadMoved({ work_id: workId, expected, actual: now?.head ?? null })
         }
-        yield* sql`INSERT INTO ledger_events ${
-          sql.insert(appended.map((e) => ({
-            user_id: userId,
-            work_id: workId,
-            seq: e.seq,
-            parent: e.parent,
-            type: e.type,
-            data: jcs(e.data),
-            evidence: e.evidence,
-            actor: e.actor,
-            at: e.at,
-            hash: e.hash
-          })))
-        }`
-        if (touchedFields.size > 0) {
-          yield* sql`INSERT INTO ledger_fields ${
-            sql.insert([...touchedFields].map((name) => {
-              const f = s.fields[name]
-              return { user_id: userId, work_id: workId, field: name, value: jcs(f.value), evidence: f.evidence, set_by: f.set_by, at: f.at, seq: f.seq }
-            }))
-          }
-            ON CONFLICT (user_id, work_id, field) DO UPDATE SET value = excluded.value, evidence = excluded.evidence,
-              set_by = excluded.set_by, at = excluded.at, seq = excluded.seq`
+        for (const e of appended) {
+          yield* insertEvent(userId, workId, e.seq, e.parent, e.type, jcs(e.data), e.evidence, e.actor, e.at, e.hash)
+        }
+        for (const name of touchedFields) {
+          const f = s.fields[name]
+          yield* upsertField(userId, workId, name, jcs(f.value), f.evidence, f.set_by, f.at, f.seq)
         }
         for (const id of touchedReviews) {
           const r = s.reviews[id]

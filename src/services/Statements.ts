@@ -1,36 +1,50 @@
 import type { Statement } from "@effect/sql"
 import { SqlClient } from "@effect/sql"
+import type { Connection } from "@effect/sql/SqlConnection"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect } from "effect"
+import { Context, Effect, Option } from "effect"
 
 /**
- * Fixed statements for the hottest write paths (a post, an append, marking reads): a statement's SQL is
- * compiled once by the client's own compiler (so the dialect's placeholders, whatever the store), then
- * run directly on the connection of the transaction it is in — without the per-statement span, scope,
- * fiber-ref patching and compile that `` sql`…` `` costs (measured: ~19 µs against ~2.5 µs per statement
- * inside a transaction). Transaction semantics and the `SqlClient` seam are unchanged: outside a
- * transaction the statement simply runs the ordinary way. Only statements whose shape never changes
- * (no `sql.in`, no optional fragments) belong here; tool-level and service spans stay.
+ * A connection the store offers for single statements outside a transaction without taking the write
+ * permit (the SQLite layer's WAL reader, which routes writes to the writer under the permit). Optional:
+ * a store that does not provide it still works, through the ordinary statement path.
  */
-export const fixedStatement = <P extends ReadonlyArray<string | number | bigint | boolean | null>, A = any>(
-  sql: SqlClient.SqlClient,
-  build: (...params: P) => Statement.Statement<A>
-) => {
-  let text: string | undefined
-  let direct = true
-  return (...params: P): Effect.Effect<ReadonlyArray<A>, SqlError> => {
-    if (!direct) return build(...params)
-    if (text === undefined) {
-      const [compiled, values] = build(...params).compile()
-      // the fast path is only sound when the compiled parameters are exactly ours, in order
-      direct = values.length === params.length && values.every((v, i) => v === params[i])
-      text = compiled
-      if (!direct) return build(...params)
+export class DirectConnection extends Context.Tag("sophia/DirectConnection")<DirectConnection, Connection>() {}
+
+type Param = string | number | bigint | boolean | null
+
+/**
+ * Fixed statements for the hottest paths (a post, an append, marking reads, the envelope's probes,
+ * a bearer's lookup): a statement's SQL is compiled once by the client's own compiler (so the dialect's
+ * placeholders, whatever the store), then run directly on the connection of the transaction it is in,
+ * or on the store's `DirectConnection` outside one — without the per-statement span, scope, fiber-ref
+ * patching and compile of `` sql`…` `` (measured: ~19 µs against ~2.5 µs per statement inside a
+ * transaction). Transaction semantics and the `SqlClient` seam are unchanged. Only statements whose
+ * shape never changes (no `sql.in`, no optional fragments, each parameter once) belong here; tool-level
+ * and service spans stay.
+ */
+export const makeFixedStatements = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const direct = yield* Effect.serviceOption(DirectConnection)
+  return <P extends ReadonlyArray<Param>, A = any>(build: (...params: P) => Statement.Statement<A>) => {
+    let text: string | undefined
+    let fast = true
+    return (...params: P): Effect.Effect<ReadonlyArray<A>, SqlError> => {
+      if (!fast) return build(...params)
+      if (text === undefined) {
+        const [compiled, values] = build(...params).compile()
+        // the fast path is only sound when the compiled parameters are exactly ours, in order
+        fast = values.length === params.length && values.every((v, i) => v === params[i])
+        text = compiled
+        if (!fast) return build(...params)
+      }
+      const sqlText = text
+      return Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (tx) =>
+        tx._tag === "Some"
+          ? tx.value[0].execute(sqlText, params, undefined) as Effect.Effect<ReadonlyArray<A>, SqlError>
+          : Option.isSome(direct)
+          ? direct.value.execute(sqlText, params, undefined) as Effect.Effect<ReadonlyArray<A>, SqlError>
+          : build(...params))
     }
-    const sqlText = text
-    return Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (tx) =>
-      tx._tag === "Some"
-        ? tx.value[0].execute(sqlText, params, undefined) as Effect.Effect<ReadonlyArray<A>, SqlError>
-        : build(...params))
   }
-}
+})

@@ -14,6 +14,7 @@ import { WAIT_CHANNEL, WaitCycle } from "../domain/Waits.js"
 import { Auth } from "./Auth.js"
 import { Coordination } from "./Coordination.js"
 import { Events } from "./Events.js"
+import { makeFixedStatements } from "./Statements.js"
 import { DbInt } from "../domain/Time.js"
 
 /**
@@ -136,6 +137,7 @@ export class Waits extends Effect.Service<Waits>()("sophia/Waits", {
     const auth = yield* Auth
     const coordination = yield* Coordination
     const events = yield* Events
+    const fixed = yield* makeFixedStatements
     const config = yield* Effect.orDie(Config.all({
       defaultS: Config.number("SOPHIA_WAIT_DEFAULT_S").pipe(Config.withDefault(600)),
       ceilingS: Config.number("SOPHIA_WAIT_CEILING_S").pipe(Config.withDefault(3600)),
@@ -417,12 +419,15 @@ export class Waits extends Effect.Service<Waits>()("sophia/Waits", {
      * `_wait_resolved` (resolutions not yet delivered — claimed by a conditional update, so each is
      * delivered exactly once even to concurrent calls). `deliver: false` leaves them for a later response.
      */
-    const signals = Effect.fn("Waits.signals")(function*(caller: Caller, deliver = true) {
+    const probe = fixed((waiter: string, sameWaiter: string) =>
+      sql`SELECT
+          EXISTS (SELECT 1 FROM waits WHERE waiter_connection_id = ${waiter} AND status = 'open') AS open,
+          EXISTS (SELECT 1 FROM waits WHERE waiter_connection_id = ${sameWaiter}
+            AND status <> 'open' AND delivered_at IS NULL) AS undelivered`)
+    // runs on every response of every tool (the envelope): untraced, one fixed statement when idle
+    const signals = Effect.fnUntraced(function*(caller: Caller, deliver = true) {
       // the common case — nothing open, nothing to deliver — costs one statement of two index probes
-      const [flags] = yield* sql`SELECT
-          EXISTS (SELECT 1 FROM waits WHERE waiter_connection_id = ${caller.connectionId} AND status = 'open') AS open,
-          EXISTS (SELECT 1 FROM waits WHERE waiter_connection_id = ${caller.connectionId}
-            AND status <> 'open' AND delivered_at IS NULL) AS undelivered`.pipe(Effect.flatMap(decodeFlags))
+      const [flags] = yield* probe(caller.connectionId, caller.connectionId).pipe(Effect.flatMap(decodeFlags))
       let resolved: ReadonlyArray<WaitResolvedItem> = []
       if (deliver && flags.undelivered) {
         const undelivered = yield* sql`SELECT id FROM waits
