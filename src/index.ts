@@ -21,7 +21,7 @@ export * from "./domain/Approvals.js"
 export * from "./domain/Knowledge.js"
 export { Coordination } from "./services/Coordination.js"
 export type { PostObserver } from "./services/Coordination.js"
-export { Catalog } from "./services/Catalog.js"
+export { Catalog } from "./mcp/Catalog.js"
 export { Ledger } from "./services/Ledger.js"
 export {
   AppendEvent,

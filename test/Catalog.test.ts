@@ -17,7 +17,7 @@ import { makeMcpServer } from "../src/mcp/McpServer.js"
 import type { Tool } from "../src/mcp/Registry.js"
 import { APPEND_ONLY, defineTool, makeRegistry, READ_ONLY, slimJsonSchema, ToolRegistry } from "../src/mcp/Registry.js"
 import { toJsonSchema } from "../src/mcp/JsonSchema.js"
-import { Catalog, gitShaOf, surfaceHash } from "../src/services/Catalog.js"
+import { Catalog, gitShaOf, surfaceHash } from "../src/mcp/Catalog.js"
 import { connect } from "./support/Fixtures.js"
 
 type CatalogBody = {
@@ -257,7 +257,7 @@ describe("version_hash", () => {
       const script = `
         import { Effect } from "effect"
         import { SophiaTest } from "./src/layers/App.ts"
-        import { Catalog } from "./src/services/Catalog.ts"
+        import { Catalog } from "./src/mcp/Catalog.ts"
         import { ToolRegistry } from "./src/mcp/Registry.ts"
         const hash = await Effect.runPromise(Effect.gen(function*() {
           return (yield* Catalog).versionHash(yield* ToolRegistry, "full")

@@ -1,6 +1,6 @@
 import { Effect, Schema } from "effect"
 import { BlockingItem } from "../../domain/Envelope.js"
-import { Catalog } from "../../services/Catalog.js"
+import { Catalog } from "../Catalog.js"
 import { Orient } from "../../services/Orient.js"
 import { Waits } from "../../services/Waits.js"
 import { Coordination } from "../../services/Coordination.js"
