@@ -15,8 +15,8 @@ import { allToolSets, makeCore, RegistryLive, SophiaTest, sqliteStore } from "..
 import { Dispatcher } from "../src/mcp/Dispatch.js"
 import { makeMcpServer } from "../src/mcp/McpServer.js"
 import type { Tool } from "../src/mcp/Registry.js"
-import { APPEND_ONLY, defineTool, makeRegistry, READ_ONLY, slimJsonSchema, ToolRegistry } from "../src/mcp/Registry.js"
-import { toJsonSchema } from "../src/mcp/JsonSchema.js"
+import { APPEND_ONLY, defineTool, makeRegistry, READ_ONLY, ToolRegistry } from "../src/mcp/Registry.js"
+import { slimJsonSchema, toJsonSchema } from "../src/mcp/JsonSchema.js"
 import { Catalog, gitShaOf, surfaceHash } from "../src/mcp/Catalog.js"
 import { connect } from "./support/Fixtures.js"
 
