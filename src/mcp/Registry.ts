@@ -18,7 +18,7 @@ export interface ToolAnnotations {
 /** What a handler knows about the call besides its arguments. */
 export interface ToolContext {
   readonly caller: Caller
-  /** set when the call comes from inside `sophia.execute_code` (which cannot nest) */
+  /** set when the call comes from inside `sophia.execute_code` (the outer reply carries the envelope) */
   readonly viaSandbox: boolean
   /**
    * Call another tool as the same caller, through the same resolve → authorize → decode → service path

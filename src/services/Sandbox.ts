@@ -9,6 +9,7 @@ import { nearest } from "../domain/Names.js"
 import type { ExecuteCodeInput, ExecuteCodeOutput } from "../domain/Sandbox.js"
 import {
   ENVELOPE_KEYS,
+  EXECUTE_CODE_TOOL,
   InnerRefusal,
   SANDBOX_CALL_CAP,
   SANDBOX_DEFAULT_TIMEOUT_MS,
@@ -354,8 +355,9 @@ export const make = (options: SandboxPoolOptions): Effect.Effect<SandboxService,
                 suggestions
               })
             }
-            if (name === "sophia.execute_code") {
-              return yield* refuse(name, { code: "sandbox_error", message: "sophia.execute_code cannot be nested" })
+            // the one place the rule lives: a snippet's calls never reach execute_code
+            if (name === EXECUTE_CODE_TOOL) {
+              return yield* refuse(name, { code: "sandbox_error", message: `${EXECUTE_CODE_TOOL} cannot be nested` })
             }
             const argsBytes = Buffer.byteLength(m.args, "utf8")
             if (argsBytes > SANDBOX_MAX_ARGS_BYTES) {
