@@ -278,17 +278,32 @@ describe("tools/list_changed", () => {
       const dispatcher = yield* Dispatcher
       const { caller } = yield* connect("watcher", "observer")
       const runPromise = Runtime.runPromise(yield* Effect.runtime<never>())
-      const server = makeMcpServer({ dispatcher, naming: "underscore", runPromise, resolveCaller: async () => caller })
-      const [clientSide, serverSide] = InMemoryTransport.createLinkedPair()
-      const client = new Client({ name: "test", version: "0.0.0" })
-      let notified = 0
-      const changed = new Promise<void>((resolve) => {
+      /**
+       * A client on its own server. `sent` counts the list_changed notifications its server hands to the
+       * transport, `received` those the client handles; `next()` resolves at the next one received.
+       */
+      const open = Effect.promise(async () => {
+        const server = makeMcpServer({ dispatcher, naming: "underscore", runPromise, resolveCaller: async () => caller })
+        const [clientSide, serverSide] = InMemoryTransport.createLinkedPair()
+        const counts = { sent: 0, received: 0 }
+        const send = serverSide.send.bind(serverSide)
+        serverSide.send = (message, options) => {
+          if ("method" in message && message.method === "notifications/tools/list_changed") counts.sent++
+          return send(message, options)
+        }
+        const client = new Client({ name: "test", version: "0.0.0" })
+        let waiting: Array<() => void> = []
         client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
-          notified++
-          resolve()
+          counts.received++
+          const resolve = waiting
+          waiting = []
+          resolve.forEach((r) => r())
         })
+        await Promise.all([server.connect(serverSide), client.connect(clientSide)])
+        const next = () => new Promise<void>((resolve) => waiting.push(resolve))
+        return { client, counts, next }
       })
-      yield* Effect.promise(() => Promise.all([server.connect(serverSide), client.connect(clientSide)]))
+      const { client, counts, next } = yield* open
       assert.isTrue(client.getServerCapabilities()?.tools?.listChanged)
 
       // the SDK client accepts our tools/list (every inputSchema an object) and validates results against outputSchema
@@ -302,14 +317,22 @@ describe("tools/list_changed", () => {
       const types = yield* Effect.promise(() => client.callTool({ name: "sophia_get_sdk_types", arguments: {} }))
       assert.notOk(types.isError)
 
+      // waited for, not counted at once: one change, exactly one notification
+      const first = next()
       dispatcher.registry.changes.notify()
-      yield* Effect.promise(() => changed)
-      assert.strictEqual(notified, 1)
+      yield* Effect.promise(() => first)
+      assert.deepStrictEqual(counts, { sent: 1, received: 1 })
 
-      // after the client goes away, a change is not sent to it (and does not throw)
+      // after the client goes away, a change is not sent to it (and does not throw). A second client that
+      // stays connected is the barrier: once it has its notification, the gone one would have had its own.
+      const other = yield* open
       yield* Effect.promise(() => client.close())
+      const otherNotified = other.next()
       dispatcher.registry.changes.notify()
-      assert.strictEqual(notified, 1)
+      yield* Effect.promise(() => otherNotified)
+      assert.deepStrictEqual(other.counts, { sent: 1, received: 1 })
+      assert.deepStrictEqual(counts, { sent: 1, received: 1 })
+      yield* Effect.promise(() => other.client.close())
     }).pipe(Effect.provide(SophiaTest)))
 })
 
