@@ -3,7 +3,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js"
 import { ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js"
 import { Effect, Layer, Runtime, Schema } from "effect"
-import { execFileSync } from "node:child_process"
+import { execFileSync, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -158,16 +158,10 @@ describe("server_git_sha: reading .git without a git binary", () => {
 
   it("is undefined outside a git checkout (the catalog then says unknown)", () => {
     const dir = tmp()
-    let inCheckout = false
-    try {
-      inCheckout = execFileSync("git", ["rev-parse", "--is-inside-work-tree"], { cwd: dir, stdio: ["ignore", "pipe", "ignore"] })
-        .toString().trim() === "true"
-    } catch {
-      inCheckout = false
-    }
-    // os.tmpdir() is not inside a checkout on these machines; if it were, the walk would rightly find that one
-    if (inCheckout) assert.isDefined(gitShaOf(dir))
-    else assert.isUndefined(gitShaOf(dir))
+    // the premise, checked instead of branched on: git itself finds no repository here (it exits 128)
+    const git = spawnSync("git", ["rev-parse", "--git-dir"], { cwd: dir, stdio: "ignore" })
+    assert.strictEqual(git.status, 128, `premise: ${os.tmpdir()} is inside no git checkout`)
+    assert.isUndefined(gitShaOf(dir))
   })
 
   it("resolves a branch through loose refs, packed refs, a detached HEAD and a worktree's gitdir file", () => {
