@@ -24,7 +24,7 @@ export { Knowledge } from "./services/Knowledge.js"
 export * from "./domain/Approvals.js"
 export * from "./domain/Knowledge.js"
 export { Coordination } from "./services/Coordination.js"
-export { Catalog } from "./services/Catalog.js"
+export { Catalog } from "./mcp/Catalog.js"
 export { Ledger } from "./services/Ledger.js"
 export {
   AppendEvent,

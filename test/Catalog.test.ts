@@ -3,7 +3,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js"
 import { ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js"
 import { Effect, Layer, Runtime, Schema } from "effect"
-import { execFileSync } from "node:child_process"
+import { execFileSync, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -16,9 +16,9 @@ import { SqliteLive } from "../src/layers/Sql.js"
 import { Dispatcher } from "../src/mcp/Dispatch.js"
 import { makeMcpServer } from "../src/mcp/McpServer.js"
 import type { Tool } from "../src/mcp/Registry.js"
-import { APPEND_ONLY, defineTool, makeRegistry, READ_ONLY, slimJsonSchema, ToolRegistry } from "../src/mcp/Registry.js"
-import { toJsonSchema } from "../src/mcp/JsonSchema.js"
-import { Catalog, gitShaOf, surfaceHash } from "../src/services/Catalog.js"
+import { APPEND_ONLY, defineTool, makeRegistry, READ_ONLY, ToolRegistry } from "../src/mcp/Registry.js"
+import { slimJsonSchema, toJsonSchema } from "../src/mcp/JsonSchema.js"
+import { Catalog, gitShaOf, surfaceHash } from "../src/mcp/Catalog.js"
 import { connect } from "./support/Fixtures.js"
 
 type CatalogBody = {
@@ -159,16 +159,10 @@ describe("server_git_sha: reading .git without a git binary", () => {
 
   it("is undefined outside a git checkout (the catalog then says unknown)", () => {
     const dir = tmp()
-    let inCheckout = false
-    try {
-      inCheckout = execFileSync("git", ["rev-parse", "--is-inside-work-tree"], { cwd: dir, stdio: ["ignore", "pipe", "ignore"] })
-        .toString().trim() === "true"
-    } catch {
-      inCheckout = false
-    }
-    // os.tmpdir() is not inside a checkout on these machines; if it were, the walk would rightly find that one
-    if (inCheckout) assert.isDefined(gitShaOf(dir))
-    else assert.isUndefined(gitShaOf(dir))
+    // the premise, checked instead of branched on: git itself finds no repository here (it exits 128)
+    const git = spawnSync("git", ["rev-parse", "--git-dir"], { cwd: dir, stdio: "ignore" })
+    assert.strictEqual(git.status, 128, `premise: ${os.tmpdir()} is inside no git checkout`)
+    assert.isUndefined(gitShaOf(dir))
   })
 
   it("resolves a branch through loose refs, packed refs, a detached HEAD and a worktree's gitdir file", () => {
@@ -258,7 +252,7 @@ describe("version_hash", () => {
       const script = `
         import { Effect } from "effect"
         import { SophiaTest } from "./src/layers/App.ts"
-        import { Catalog } from "./src/services/Catalog.ts"
+        import { Catalog } from "./src/mcp/Catalog.ts"
         import { ToolRegistry } from "./src/mcp/Registry.ts"
         const hash = await Effect.runPromise(Effect.gen(function*() {
           return (yield* Catalog).versionHash(yield* ToolRegistry, "full")
@@ -279,17 +273,32 @@ describe("tools/list_changed", () => {
       const dispatcher = yield* Dispatcher
       const { caller } = yield* connect("watcher", "observer")
       const runPromise = Runtime.runPromise(yield* Effect.runtime<never>())
-      const server = makeMcpServer({ dispatcher, naming: "underscore", runPromise, resolveCaller: async () => caller })
-      const [clientSide, serverSide] = InMemoryTransport.createLinkedPair()
-      const client = new Client({ name: "test", version: "0.0.0" })
-      let notified = 0
-      const changed = new Promise<void>((resolve) => {
+      /**
+       * A client on its own server. `sent` counts the list_changed notifications its server hands to the
+       * transport, `received` those the client handles; `next()` resolves at the next one received.
+       */
+      const open = Effect.promise(async () => {
+        const server = makeMcpServer({ dispatcher, naming: "underscore", runPromise, resolveCaller: async () => caller })
+        const [clientSide, serverSide] = InMemoryTransport.createLinkedPair()
+        const counts = { sent: 0, received: 0 }
+        const send = serverSide.send.bind(serverSide)
+        serverSide.send = (message, options) => {
+          if ("method" in message && message.method === "notifications/tools/list_changed") counts.sent++
+          return send(message, options)
+        }
+        const client = new Client({ name: "test", version: "0.0.0" })
+        let waiting: Array<() => void> = []
         client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
-          notified++
-          resolve()
+          counts.received++
+          const resolve = waiting
+          waiting = []
+          resolve.forEach((r) => r())
         })
+        await Promise.all([server.connect(serverSide), client.connect(clientSide)])
+        const next = () => new Promise<void>((resolve) => waiting.push(resolve))
+        return { client, counts, next }
       })
-      yield* Effect.promise(() => Promise.all([server.connect(serverSide), client.connect(clientSide)]))
+      const { client, counts, next } = yield* open
       assert.isTrue(client.getServerCapabilities()?.tools?.listChanged)
 
       // the SDK client accepts our tools/list (every inputSchema an object) and validates results against outputSchema
@@ -303,14 +312,22 @@ describe("tools/list_changed", () => {
       const types = yield* Effect.promise(() => client.callTool({ name: "sophia_get_sdk_types", arguments: {} }))
       assert.notOk(types.isError)
 
+      // waited for, not counted at once: one change, exactly one notification
+      const first = next()
       dispatcher.registry.changes.notify()
-      yield* Effect.promise(() => changed)
-      assert.strictEqual(notified, 1)
+      yield* Effect.promise(() => first)
+      assert.deepStrictEqual(counts, { sent: 1, received: 1 })
 
-      // after the client goes away, a change is not sent to it (and does not throw)
+      // after the client goes away, a change is not sent to it (and does not throw). A second client that
+      // stays connected is the barrier: once it has its notification, the gone one would have had its own.
+      const other = yield* open
       yield* Effect.promise(() => client.close())
+      const otherNotified = other.next()
       dispatcher.registry.changes.notify()
-      assert.strictEqual(notified, 1)
+      yield* Effect.promise(() => otherNotified)
+      assert.deepStrictEqual(other.counts, { sent: 1, received: 1 })
+      assert.deepStrictEqual(counts, { sent: 1, received: 1 })
+      yield* Effect.promise(() => other.client.close())
     }).pipe(Effect.provide(SophiaTest)))
 })
 

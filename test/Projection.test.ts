@@ -3,6 +3,7 @@ import { Effect, Schema } from "effect"
 import { makeCore, SophiaTest } from "../src/layers/App.js"
 import { SqliteLive } from "../src/layers/Sql.js"
 import { Dispatcher } from "../src/mcp/Dispatch.js"
+import type { Registry } from "../src/mcp/Registry.js"
 import { defineTool, makeRegistry, READ_ONLY, ToolRegistry } from "../src/mcp/Registry.js"
 import { connect } from "./support/Fixtures.js"
 
@@ -151,30 +152,27 @@ const listKeys = (output: Record<string, any>): Array<string> =>
     .map(([key]) => key)
 
 /**
- * Known gaps at the time of writing, reported to the lead: each must still be a gap (so a fix forces its
- * removal here), and nothing else may join them. Remove an entry when its tool declares `projection`.
- */
-const KNOWN_GAPS: ReadonlySet<string> = new Set([])
-/**
  * Not list tools: their arrays are small bounded parts of one summary object (orient's open waits and
  * claimed work), not pages of rows, so a row projection would not mean anything there.
  */
 const NOT_LISTS: ReadonlySet<string> = new Set(["sophia.orient"])
 
+/** The tools of a registry whose result has a list of objects but no `projection` declared over one of them. */
+const missingProjections = (registry: Registry): Array<string> =>
+  registry.tools.flatMap((tool) => {
+    const lists = listKeys(registry.outputJsonSchema(tool))
+    if (lists.length === 0 || NOT_LISTS.has(tool.name)) return []
+    return tool.projection && lists.includes(tool.projection.key) ? [] : [`${tool.name} (${lists.join(", ")})`]
+  })
+
 describe("every list-returning tool of the live registry declares a projection", () => {
   it.effect("any tool whose result has an array of objects declares `projection` over one of those arrays", () =>
     Effect.gen(function*() {
       const registry = yield* ToolRegistry
-      const missing: Array<string> = []
-      const gaps: Array<string> = []
+      assert.deepStrictEqual(missingProjections(registry), [], "list-returning tools without a projection")
       for (const tool of registry.tools) {
-        const lists = listKeys(registry.outputJsonSchema(tool))
-        if (lists.length === 0 || NOT_LISTS.has(tool.name)) continue
-        if (!tool.projection || !lists.includes(tool.projection.key)) {
-          if (KNOWN_GAPS.has(tool.name)) gaps.push(tool.name)
-          else missing.push(`${tool.name} (${lists.join(", ")})`)
-          continue
-        }
+        if (!tool.projection || NOT_LISTS.has(tool.name)) continue
+        if (!listKeys(registry.outputJsonSchema(tool)).includes(tool.projection.key)) continue
         // the declared compact keys exist in the row, and the row Schema is the list's item Schema
         const rowKeys = Object.keys(tool.projection.row.fields)
         for (const k of tool.projection.compact) assert.include(rowKeys, k, `${tool.name}: compact key ${k}`)
@@ -184,19 +182,13 @@ describe("every list-returning tool of the live registry declares a projection",
         assert.isDefined(input.properties.compact, `${tool.name} advertises compact`)
         assert.isDefined(input.properties.fields, `${tool.name} advertises fields`)
       }
-      assert.deepStrictEqual(missing, [], "list-returning tools without a projection")
-      for (const name of KNOWN_GAPS) {
-        if (registry.tools.some((t) => t.name === name)) {
-          assert.include(gaps, name, `${name} now declares its projection: remove it from KNOWN_GAPS`)
-        }
-      }
     }).pipe(Effect.provide(SophiaTest)))
 
-  it.effect("the check itself catches a list tool that forgot its projection", () =>
+  it.effect("the check itself catches a list tool that forgot its projection, or declared it over no list", () =>
     Effect.sync(() => {
       const forgot = defineTool({ ...listTool, name: "sophia.test_forgot", projection: undefined })
-      const registry = makeRegistry([forgot])
-      assert.deepStrictEqual(listKeys(registry.outputJsonSchema(forgot)), ["rows"])
-      assert.isUndefined(forgot.projection)
+      const elsewhere = defineTool({ ...listTool, name: "sophia.test_elsewhere", projection: { ...listTool.projection!, key: "total" } })
+      const registry = makeRegistry([listTool, forgot, elsewhere, previewTool])
+      assert.deepStrictEqual(missingProjections(registry), ["sophia.test_forgot (rows)", "sophia.test_elsewhere (rows)"])
     }))
 })

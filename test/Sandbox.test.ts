@@ -8,7 +8,7 @@ import type { CallOutcome } from "../src/mcp/Dispatch.js"
 import { Dispatcher } from "../src/mcp/Dispatch.js"
 import { APPEND_ONLY, defineTool, READ_ONLY, ToolRegistry } from "../src/mcp/Registry.js"
 import { camelMapping, camelName } from "../src/mcp/SdkTypes.js"
-import { Sandbox, SandboxTest } from "../src/services/Sandbox.js"
+import { make as makePool, Sandbox, SandboxTest } from "../src/services/Sandbox.js"
 import { connect } from "./support/Fixtures.js"
 
 /** Throwaway tools: a write an observer must not reach, and a read that takes as long as asked. */
@@ -77,6 +77,39 @@ layer(SandboxTest, { excludeTestServices: true })("Sandbox service (SandboxTest:
       const out = yield* sandbox.run({ code: "return [1, 2].map((x: number) => x * 2)" }, host)
       assert.deepStrictEqual(out.result, [2, 4])
       assert.strictEqual(out.sophia_calls, 0)
+    }))
+})
+
+/** A cold pool (no child until the first run) whose children must accept a run within 500 ms. */
+const ColdPool = Layer.scoped(Sandbox, makePool({ warm: 1, max: 1, runsPerChild: 200, prewarm: false, abortGraceMs: 1000, acceptTimeoutMs: 500 }))
+const noHost = { methods: new Map<string, string>(), invoke: () => Effect.die("no host calls") }
+
+layer(ColdPool, { excludeTestServices: true })("Sandbox deadline (starts when the child accepts the run)", (it) => {
+  it.effect("a cold start does not count against the deadline: the first run spawns a child and still has its 300 ms", () =>
+    Effect.gen(function*() {
+      const sandbox = yield* Sandbox
+      assert.deepStrictEqual(yield* sandbox.pids, [])
+      // spawning a child (node + isolated-vm) takes longer than the whole deadline
+      const started = Date.now()
+      const out = yield* sandbox.run({ code: "return 1", timeout_ms: 300 }, noHost)
+      assert.strictEqual(out.result, 1)
+      assert.isAbove(Date.now() - started, 300, "the run includes a spawn slower than its deadline")
+    }))
+
+  it.effect("a child that never accepts the run is killed at the acceptance bound; the next run works", () =>
+    Effect.gen(function*() {
+      const sandbox = yield* Sandbox
+      assert.strictEqual((yield* sandbox.run({ code: "return 0" }, noHost)).result, 0)
+      const pids = yield* sandbox.pids
+      assert.strictEqual(pids.length, 1)
+      process.kill(pids[0], "SIGSTOP")
+      const err = yield* Effect.flip(sandbox.run({ code: "return 1", timeout_ms: 30_000 }, noHost))
+      assert.strictEqual(err._tag, "SandboxError")
+      assert.include(err.message, "did not accept the run within 500 ms")
+      yield* Effect.sleep(100)
+      assert.throws(() => process.kill(pids[0], 0), /ESRCH/)
+      assert.strictEqual((yield* sandbox.run({ code: "return 2" }, noHost)).result, 2)
+      assert.notInclude(yield* sandbox.pids, pids[0])
     }))
 })
 

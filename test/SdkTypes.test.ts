@@ -5,7 +5,7 @@ import { SophiaTest } from "../src/layers/App.js"
 import { Dispatcher } from "../src/mcp/Dispatch.js"
 import { APPEND_ONLY, defineTool, makeRegistry, READ_ONLY, ToolRegistry } from "../src/mcp/Registry.js"
 import { camelMapping, camelName, canonicalFromCamel, generateDeclarations, pascalName } from "../src/mcp/SdkTypes.js"
-import { surfaceHash } from "../src/services/Catalog.js"
+import { surfaceHash } from "../src/mcp/Catalog.js"
 import { connect } from "./support/Fixtures.js"
 
 /**

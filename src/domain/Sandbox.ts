@@ -5,6 +5,9 @@ import { Schema } from "effect"
  * one round trip. Limits are DESIGN "Limits" (heap 8 MB, 10 s default / 30 s max, 50 sophia calls).
  */
 
+/** The tool's canonical name; a snippet may call every tool but this one (execute_code cannot be nested). */
+export const EXECUTE_CODE_TOOL = "sophia.execute_code" as const
+
 export const SANDBOX_HEAP_MB = 8
 export const SANDBOX_DEFAULT_TIMEOUT_MS = 10_000
 export const SANDBOX_MAX_TIMEOUT_MS = 30_000

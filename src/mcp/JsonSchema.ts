@@ -1,4 +1,5 @@
 import { JSONSchema, Schema } from "effect"
+import { EnvelopeFields } from "../domain/Envelope.js"
 
 type Json = { [key: string]: unknown }
 
@@ -30,3 +31,150 @@ export const toJsonSchema = (schema: Schema.Schema<any, any, never>): Json => {
   const { $schema: _schema, $defs, ...root } = JSONSchema.make(schema) as unknown as Json
   return inline(root, ($defs ?? {}) as Record<string, unknown>) as Json
 }
+
+// What a tool advertises: the JSON Schemas derived from its Schemas, trimmed for tools/list (the registry
+// only asks for them)
+
+/** MCP wants `type: "object"` at the root; `Schema.Struct({})` (a tool without arguments) becomes `{}`'s anyOf. */
+const objectRoot = (schema: Json): Json =>
+  schema.type !== "object" && schema.properties === undefined && Array.isArray(schema.anyOf) &&
+    schema.anyOf.every((m: any) => m?.type === "object" || m?.type === "array")
+    ? { type: "object", properties: {} }
+    : schema
+
+/**
+ * The envelope in every outputSchema: all its fields, typed but not spelled out (the server instructions
+ * explain them; their full shape is in DESIGN.md and get_sdk_types' `Envelope`). In full, repeated in
+ * every tool, it was a third of tools/list.
+ */
+const slimEnvelope = (envelope: Json): Json => {
+  const properties: Record<string, any> = { ...(envelope.properties as object) }
+  for (const [k, v] of Object.entries(properties)) properties[k] = { type: v?.type }
+  return { ...envelope, properties }
+}
+
+/** Effect's stock descriptions of refinements: the constraint keyword beside them already says it. */
+const STOCK_DESCRIPTIONS = [
+  /^a string at (least|most) \d+ character\(s\)( and at most \d+ character\(s\))? long$/,
+  /^a string (matching the pattern|starting with|ending with|including) .+$/s,
+  /^an? (integer|finite number|positive number|negative number|non-negative number|non-positive number|number excluding NaN|non empty string|Universally Unique Identifier|string with no leading or trailing whitespace|lowercase string|uppercase string)$/,
+  /^a number (greater|less) than (or equal to )?\S+$/,
+  /^a number between \S+ and \S+$/,
+  /^an array of (at least|at most|exactly) \d+ item\(s\)$/
+]
+
+const isEmptyObject = (v: unknown) => typeof v === "object" && v !== null && !Array.isArray(v) && Object.keys(v).length === 0
+/** keywords whose values are data, not schemas: never rewritten */
+const DATA_KEYWORDS = new Set(["enum", "const", "default", "examples"])
+
+/**
+ * tools/list economy (the whole surface must stay ≤ 8k tokens): drop what tells a model nothing —
+ * `additionalProperties: false` (excess arguments are ignored anyway), Effect's generated `title`s and stock
+ * descriptions, empty `required`/`properties`, `additionalProperties: {}` — and write a nullable simple type
+ * as a type list. Validation keywords are kept.
+ */
+export const slimJsonSchema = (node: unknown): unknown => {
+  if (Array.isArray(node)) return node.map(slimJsonSchema)
+  if (typeof node !== "object" || node === null) return node
+  const out: Record<string, unknown> = {}
+  for (const [k, v] of Object.entries(node)) {
+    if (k === "additionalProperties" && v === false) continue
+    if (k === "title" && typeof v === "string") continue
+    if (k === "required" && Array.isArray(v) && v.length === 0) continue
+    if ((k === "properties" || k === "additionalProperties") && isEmptyObject(v)) continue
+    if (k === "description" && typeof v === "string" && STOCK_DESCRIPTIONS.some((re) => re.test(v))) continue
+    out[k] = DATA_KEYWORDS.has(k)
+      ? v
+      : k === "properties" || k === "patternProperties"
+      ? Object.fromEntries(Object.entries(v as object).map(([name, p]) => [name, slimJsonSchema(p)]))
+      : slimJsonSchema(v)
+  }
+  // Effect writes a refined number as `allOf: [{ type, minimum }]`: one member merges into its parent
+  const allOf = out.allOf as Array<Record<string, unknown>> | undefined
+  if (Array.isArray(allOf) && allOf.length === 1 && typeof allOf[0] === "object" &&
+    Object.keys(allOf[0]).every((k) => !(k in out))) {
+    const { allOf: _, ...rest } = out
+    return { ...rest, ...allOf[0] }
+  }
+  const anyOf = out.anyOf as Array<Record<string, unknown>> | undefined
+  if (Array.isArray(anyOf) && anyOf.length > 1 && anyOf.every((m) => typeof m.type === "string" && Object.keys(m).length === 1)) {
+    const { anyOf: _, ...rest } = out
+    return { ...rest, type: anyOf.map((m) => m.type) }
+  }
+  return out
+}
+
+/** The envelope's properties added to every tool's output schema (refusals are `isError` text, not structured). */
+const withEnvelope = (schema: Json): Json => {
+  const envelope = slimEnvelope(toJsonSchema(EnvelopeFields))
+  return {
+    ...schema,
+    type: "object",
+    properties: { ...(schema.properties as object), ...(envelope.properties as object) },
+    required: [...((schema.required as Array<string>) ?? []), ...((envelope.required as Array<string>) ?? [])]
+  }
+}
+
+/** A projected row may lack any key, so the advertised row schema requires none (`rowsKey`: the key of the rows). */
+const optionalRowKeys = (schema: Json, rowsKey: string | undefined): Json => {
+  if (rowsKey === undefined) return schema
+  const props = schema.properties as Record<string, any> | undefined
+  const list = props?.[rowsKey]
+  if (list?.items) {
+    const { required: _required, ...items } = list.items
+    props![rowsKey] = { ...list, items }
+  }
+  return schema
+}
+
+/** A tool's advertised input schema (the arguments it decodes, with the object root MCP wants). */
+export const toolInputJsonSchema = (input: Schema.Schema<any, any, never>): Json =>
+  slimJsonSchema(objectRoot(toJsonSchema(input))) as Json
+
+/**
+ * A tool's full output schema: its result with the envelope's fields; `rowsKey`, for a tool whose list
+ * rows can be projected, names the key whose rows then require no key.
+ */
+export const toolOutputJsonSchema = (output: Schema.Schema<any, any, never>, rowsKey?: string): Json =>
+  slimJsonSchema(withEnvelope(optionalRowKeys(toJsonSchema(output), rowsKey))) as Json
+
+/**
+ * `tools/list` is paid for in every agent's context on every turn, so the output schemas it carries stop
+ * at two levels: top-level keys with their types, and the keys of list rows and nested objects with
+ * their types. The full, deep schemas are one call away (`sophia.capability_catalog`,
+ * `sophia.get_sdk_types`); what a shallow schema says is still true of every result.
+ */
+const KEEP_AT_LEAF = ["type", "description", "enum"] as const
+const shallow = (node: unknown, depth: number): unknown => {
+  if (typeof node !== "object" || node === null || Array.isArray(node)) return node
+  const n = node as Record<string, unknown>
+  if (Array.isArray(n.anyOf)) {
+    const variants = n.anyOf.map((v) => shallow(v, depth))
+    return { ...(n.description ? { description: n.description } : {}), anyOf: variants }
+  }
+  if (depth <= 0) {
+    const leaf: Record<string, unknown> = {}
+    for (const k of KEEP_AT_LEAF) if (n[k] !== undefined) leaf[k] = n[k]
+    if (n.type === "array" && typeof n.items === "object" && n.items !== null) {
+      leaf.items = { type: (n.items as Record<string, unknown>).type }
+    }
+    return leaf
+  }
+  const out: Record<string, unknown> = { ...n }
+  // below the top level, which keys are always present is detail for the SDK types
+  if (depth < 2) delete out.required
+  if (typeof n.properties === "object" && n.properties !== null) {
+    out.properties = Object.fromEntries(
+      Object.entries(n.properties as Record<string, unknown>).map(([k, v]) => [k, shallow(v, depth - 1)])
+    )
+  }
+  // a record's values count as one level down, like properties
+  if (typeof n.additionalProperties === "object" && n.additionalProperties !== null) {
+    out.additionalProperties = shallow(n.additionalProperties, depth - 1)
+  }
+  // a list's rows keep their keys: arrays do not use up a level
+  if (typeof n.items === "object" && n.items !== null) out.items = shallow(n.items, depth)
+  return out
+}
+export const advertisedOutput = (schema: Record<string, unknown>): Record<string, unknown> =>
+  shallow(schema, 2) as Record<string, unknown>

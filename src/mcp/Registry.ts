@@ -2,10 +2,9 @@ import { Context, Effect, Layer, Option, Schema } from "effect"
 import { decideAccess } from "../domain/Access.js"
 import { ApprovalArgs } from "../domain/Approvals.js"
 import type { AccessClass, Caller } from "../domain/Auth.js"
-import { EnvelopeFields } from "../domain/Envelope.js"
 import type { ListProjection } from "../domain/Projection.js"
 import { ProjectionArgs } from "../domain/Projection.js"
-import { toJsonSchema } from "./JsonSchema.js"
+import { advertisedOutput, toolInputJsonSchema, toolOutputJsonSchema } from "./JsonSchema.js"
 import type { Refusal } from "./Refusals.js"
 
 /** The four MCP tool annotations; every tool declares all of them. */
@@ -19,7 +18,7 @@ export interface ToolAnnotations {
 /** What a handler knows about the call besides its arguments. */
 export interface ToolContext {
   readonly caller: Caller
-  /** set when the call comes from inside `sophia.execute_code` (which cannot nest) */
+  /** set when the call comes from inside `sophia.execute_code` (the outer reply carries the envelope) */
   readonly viaSandbox: boolean
   /**
    * Call another tool as the same caller, through the same resolve → authorize → decode → service path
@@ -107,17 +106,6 @@ export interface ListedTool {
   readonly annotations: ToolAnnotations
 }
 
-/** The envelope's properties added to every tool's output schema (refusals are `isError` text, not structured). */
-const withEnvelope = (schema: Record<string, unknown>): Record<string, unknown> => {
-  const envelope = slimEnvelope(toJsonSchema(EnvelopeFields))
-  return {
-    ...schema,
-    type: "object",
-    properties: { ...(schema.properties as object), ...(envelope.properties as object) },
-    required: [...((schema.required as Array<string>) ?? []), ...((envelope.required as Array<string>) ?? [])]
-  }
-}
-
 /** The arguments a tool decodes: its own, plus `compact`/`fields` when it returns a projectable list. */
 export const effectiveInput = (tool: Tool): Schema.Schema<any, any, never> =>
   withApprovalArgs(tool, tool.projection ? Schema.extend(tool.input as Schema.Schema<any, any, never>, ProjectionArgs) : tool.input)
@@ -125,18 +113,6 @@ export const effectiveInput = (tool: Tool): Schema.Schema<any, any, never> =>
 /** Write and elevated tools also take `approval_id` (repeat a call the owner approved; see Approvals). */
 const withApprovalArgs = (tool: Tool, input: Schema.Schema<any, any, never>): Schema.Schema<any, any, never> =>
   tool.access === "write" || tool.access === "elevated" ? Schema.extend(input, ApprovalArgs) : input
-
-/** A projected row may lack any key, so the advertised row schema requires none. */
-const projectedOutput = (tool: Tool, schema: Record<string, unknown>) => {
-  if (!tool.projection) return schema
-  const props = schema.properties as Record<string, any> | undefined
-  const list = props?.[tool.projection.key]
-  if (list?.items) {
-    const { required: _required, ...items } = list.items
-    props![tool.projection.key] = { ...list, items }
-  }
-  return schema
-}
 
 /**
  * Run-time changes of the tool surface: whoever changes what a registry advertises calls `notify()`;
@@ -170,76 +146,6 @@ export interface Registry {
   readonly outputJsonSchema: (tool: Tool) => Record<string, unknown>
 }
 
-/** MCP wants `type: "object"` at the root; `Schema.Struct({})` (a tool without arguments) becomes `{}`'s anyOf. */
-const objectRoot = (schema: Record<string, unknown>): Record<string, unknown> =>
-  schema.type !== "object" && schema.properties === undefined && Array.isArray(schema.anyOf) &&
-    schema.anyOf.every((m: any) => m?.type === "object" || m?.type === "array")
-    ? { type: "object", properties: {} }
-    : schema
-
-/**
- * The envelope in every outputSchema: all its fields, typed but not spelled out (the server instructions
- * explain them; their full shape is in DESIGN.md and get_sdk_types' `Envelope`). In full, repeated in
- * every tool, it was a third of tools/list.
- */
-const slimEnvelope = (envelope: Record<string, unknown>): Record<string, unknown> => {
-  const properties: Record<string, any> = { ...(envelope.properties as object) }
-  for (const [k, v] of Object.entries(properties)) properties[k] = { type: v?.type }
-  return { ...envelope, properties }
-}
-
-/** Effect's stock descriptions of refinements: the constraint keyword beside them already says it. */
-const STOCK_DESCRIPTIONS = [
-  /^a string at (least|most) \d+ character\(s\)( and at most \d+ character\(s\))? long$/,
-  /^a string (matching the pattern|starting with|ending with|including) .+$/s,
-  /^an? (integer|finite number|positive number|negative number|non-negative number|non-positive number|number excluding NaN|non empty string|Universally Unique Identifier|string with no leading or trailing whitespace|lowercase string|uppercase string)$/,
-  /^a number (greater|less) than (or equal to )?\S+$/,
-  /^a number between \S+ and \S+$/,
-  /^an array of (at least|at most|exactly) \d+ item\(s\)$/
-]
-
-const isEmptyObject = (v: unknown) => typeof v === "object" && v !== null && !Array.isArray(v) && Object.keys(v).length === 0
-/** keywords whose values are data, not schemas: never rewritten */
-const DATA_KEYWORDS = new Set(["enum", "const", "default", "examples"])
-
-/**
- * tools/list economy (the whole surface must stay ≤ 8k tokens): drop what tells a model nothing —
- * `additionalProperties: false` (excess arguments are ignored anyway), Effect's generated `title`s and stock
- * descriptions, empty `required`/`properties`, `additionalProperties: {}` — and write a nullable simple type
- * as a type list. Validation keywords are kept.
- */
-
-export const slimJsonSchema = (node: unknown): unknown => {
-  if (Array.isArray(node)) return node.map(slimJsonSchema)
-  if (typeof node !== "object" || node === null) return node
-  const out: Record<string, unknown> = {}
-  for (const [k, v] of Object.entries(node)) {
-    if (k === "additionalProperties" && v === false) continue
-    if (k === "title" && typeof v === "string") continue
-    if (k === "required" && Array.isArray(v) && v.length === 0) continue
-    if ((k === "properties" || k === "additionalProperties") && isEmptyObject(v)) continue
-    if (k === "description" && typeof v === "string" && STOCK_DESCRIPTIONS.some((re) => re.test(v))) continue
-    out[k] = DATA_KEYWORDS.has(k)
-      ? v
-      : k === "properties" || k === "patternProperties"
-      ? Object.fromEntries(Object.entries(v as object).map(([name, p]) => [name, slimJsonSchema(p)]))
-      : slimJsonSchema(v)
-  }
-  // Effect writes a refined number as `allOf: [{ type, minimum }]`: one member merges into its parent
-  const allOf = out.allOf as Array<Record<string, unknown>> | undefined
-  if (Array.isArray(allOf) && allOf.length === 1 && typeof allOf[0] === "object" &&
-    Object.keys(allOf[0]).every((k) => !(k in out))) {
-    const { allOf: _, ...rest } = out
-    return { ...rest, ...allOf[0] }
-  }
-  const anyOf = out.anyOf as Array<Record<string, unknown>> | undefined
-  if (Array.isArray(anyOf) && anyOf.length > 1 && anyOf.every((m) => typeof m.type === "string" && Object.keys(m).length === 1)) {
-    const { anyOf: _, ...rest } = out
-    return { ...rest, type: anyOf.map((m) => m.type) }
-  }
-  return out
-}
-
 export const makeRegistry = (tools: ReadonlyArray<Tool>): Registry => {
   const byName = new Map<string, Tool>()
   for (const tool of tools) {
@@ -251,12 +157,12 @@ export const makeRegistry = (tools: ReadonlyArray<Tool>): Registry => {
   const outputs = new Map<Tool, Record<string, unknown>>()
   const inputJsonSchema = (tool: Tool) => {
     let s = inputs.get(tool)
-    if (!s) inputs.set(tool, s = slimJsonSchema(objectRoot(toJsonSchema(effectiveInput(tool)))) as Record<string, unknown>)
+    if (!s) inputs.set(tool, s = toolInputJsonSchema(effectiveInput(tool)))
     return s
   }
   const outputJsonSchema = (tool: Tool) => {
     let s = outputs.get(tool)
-    if (!s) outputs.set(tool, s = slimJsonSchema(withEnvelope(projectedOutput(tool, toJsonSchema(tool.output)))) as Record<string, unknown>)
+    if (!s) outputs.set(tool, s = toolOutputJsonSchema(tool.output, tool.projection?.key))
     return s
   }
   const lists = new Map<string, ReadonlyArray<ListedTool>>()
@@ -285,47 +191,6 @@ export const makeRegistry = (tools: ReadonlyArray<Tool>): Registry => {
     }
   }
 }
-
-/**
- * `tools/list` is paid for in every agent's context on every turn, so the output schemas it carries stop
- * at two levels: top-level keys with their types, and the keys of list rows and nested objects with
- * their types. The full, deep schemas are one call away (`sophia.capability_catalog`,
- * `sophia.get_sdk_types`); what a shallow schema says is still true of every result.
- */
-const KEEP_AT_LEAF = ["type", "description", "enum"] as const
-const shallow = (node: unknown, depth: number): unknown => {
-  if (typeof node !== "object" || node === null || Array.isArray(node)) return node
-  const n = node as Record<string, unknown>
-  if (Array.isArray(n.anyOf)) {
-    const variants = n.anyOf.map((v) => shallow(v, depth))
-    return { ...(n.description ? { description: n.description } : {}), anyOf: variants }
-  }
-  if (depth <= 0) {
-    const leaf: Record<string, unknown> = {}
-    for (const k of KEEP_AT_LEAF) if (n[k] !== undefined) leaf[k] = n[k]
-    if (n.type === "array" && typeof n.items === "object" && n.items !== null) {
-      leaf.items = { type: (n.items as Record<string, unknown>).type }
-    }
-    return leaf
-  }
-  const out: Record<string, unknown> = { ...n }
-  // below the top level, which keys are always present is detail for the SDK types
-  if (depth < 2) delete out.required
-  if (typeof n.properties === "object" && n.properties !== null) {
-    out.properties = Object.fromEntries(
-      Object.entries(n.properties as Record<string, unknown>).map(([k, v]) => [k, shallow(v, depth - 1)])
-    )
-  }
-  // a record's values count as one level down, like properties
-  if (typeof n.additionalProperties === "object" && n.additionalProperties !== null) {
-    out.additionalProperties = shallow(n.additionalProperties, depth - 1)
-  }
-  // a list's rows keep their keys: arrays do not use up a level
-  if (typeof n.items === "object" && n.items !== null) out.items = shallow(n.items, depth)
-  return out
-}
-export const advertisedOutput = (schema: Record<string, unknown>): Record<string, unknown> =>
-  shallow(schema, 2) as Record<string, unknown>
 
 /** A set of tools whose handlers close over the services they call (resolved once, at construction). */
 export type ToolSet<R> = Effect.Effect<ReadonlyArray<Tool>, never, R>

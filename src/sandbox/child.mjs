@@ -9,7 +9,9 @@
  * this side.
  *
  * IPC, daemon → child: run {run, js, methods, timeoutMs}, result {run, call, ok, body}, abort {run}, ping {n}
- * child → daemon: ready, call {run, call, method, args}, done {run, ok, out | error}, aborted {run, logs}, pong {n}
+ * child → daemon: ready, accepted {run}, call {run, call, method, args}, done {run, ok, out | error},
+ * aborted {run, logs}, pong {n}. `accepted` is sent once the run's isolate is ready, just before the
+ * snippet starts: the daemon starts the run's deadline then (the isolate's own timeout starts here too).
  */
 import ivm from "isolated-vm"
 
@@ -168,6 +170,8 @@ const prepareSpare = () => {
 }
 /** @type {Prepared | undefined} */
 let current
+/** the run whose isolate is being prepared (an abort may arrive before it is accepted) @type {{ run: number, aborted: boolean } | undefined} */
+let accepting
 
 const dispose = (/** @type {Prepared} */ prep) => {
   try {
@@ -184,9 +188,20 @@ const errorOf = (/** @type {unknown} */ e) =>
 const run = async (msg) => {
   const pending = spare ?? prepare()
   spare = undefined
-  const prep = await pending.finally(() => setImmediate(prepareSpare))
+  const ticket = { run: msg.run, aborted: false }
+  accepting = ticket
+  const prep = await pending.finally(() => {
+    if (accepting === ticket) accepting = undefined
+    setImmediate(prepareSpare)
+  })
+  if (ticket.aborted) {
+    // aborted (and confirmed) before it started: it never runs
+    dispose(prep)
+    return
+  }
   prep.run = msg.run
   current = prep
+  send({ t: "accepted", run: msg.run })
   try {
     const source = `${msg.js}\n;__sophia_start(${JSON.stringify(JSON.stringify(msg.methods))}, __sophia_snippet__)`
     const script = await prep.isolate.compileScript(source, { filename: "snippet.js" })
@@ -231,6 +246,8 @@ process.on("message", (/** @type {any} */ msg) => {
       if (prep && prep.run === msg.run) {
         prep.aborted = true
         dispose(prep)
+      } else if (accepting && accepting.run === msg.run) {
+        accepting.aborted = true
       }
       send({ t: "aborted", run: msg.run, logs: prep?.logs ?? [] })
       return

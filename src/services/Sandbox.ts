@@ -9,6 +9,7 @@ import { nearest } from "../domain/Names.js"
 import type { ExecuteCodeInput, ExecuteCodeOutput } from "../domain/Sandbox.js"
 import {
   ENVELOPE_KEYS,
+  EXECUTE_CODE_TOOL,
   InnerRefusal,
   SANDBOX_CALL_CAP,
   SANDBOX_DEFAULT_TIMEOUT_MS,
@@ -50,6 +51,11 @@ export interface SandboxPoolOptions {
   readonly prewarm: boolean
   /** how long a child may take to confirm an abort before it is SIGKILLed */
   readonly abortGraceMs: number
+  /**
+   * how long a child may take to accept a run it was sent (the snippet's deadline starts at acceptance)
+   * before it is SIGKILLed as hung; default ACCEPT_TIMEOUT_MS
+   */
+  readonly acceptTimeoutMs?: number | undefined
 }
 
 export interface SandboxService {
@@ -66,6 +72,7 @@ export class Sandbox extends Context.Tag("sophia/Sandbox")<Sandbox, SandboxServi
 
 const CHILD_SCRIPT = fileURLToPath(new URL("../sandbox/child.mjs", import.meta.url))
 const SPAWN_TIMEOUT = Duration.seconds(20)
+const ACCEPT_TIMEOUT_MS = 5000
 const STDERR_TAIL = 4096
 /** what V8 prints when a heap runs out for good (the child aborts) */
 const OOM_MARKERS = /is_heap_oom = 1|out of memory|CALL_AND_RETRY_LAST|Last few GCs/i
@@ -74,6 +81,7 @@ const WRAPPER = "async function __sophia_snippet__() {\n"
 
 type FromChild =
   | { readonly t: "ready" }
+  | { readonly t: "accepted"; readonly run: number }
   | { readonly t: "call"; readonly run: number; readonly call: number; readonly method: string; readonly args: string }
   | {
     readonly t: "done"
@@ -315,16 +323,20 @@ export const make = (options: SandboxPoolOptions): Effect.Effect<SandboxService,
         return answer.value.t === "aborted" ? answer.value.logs : []
       })
 
-    const crashed = (child: Child, m: { code: number | null; signal: string | null }, calls: number) =>
-      OOM_MARKERS.test(child.stderr)
+    const crashed = (child: Child, m: { code: number | null; signal: string | null }, calls: number) => {
+      child.faulted = true
+      return OOM_MARKERS.test(child.stderr)
         ? new SandboxMemoryLimit({ limit_mb: SANDBOX_HEAP_MB, sophia_calls: calls })
         : new SandboxError({
           detail: `the sandbox process died (${m.signal ?? `exit ${m.code}`}) while running the snippet; it was replaced`,
           sophia_calls: calls,
           process_died: true
         })
+    }
 
-    const runOn = (child: Child, compiled: Compiled, host: SandboxHost, deadline: number, timeoutMs: number) =>
+    const acceptTimeoutMs = options.acceptTimeoutMs ?? ACCEPT_TIMEOUT_MS
+
+    const runOn = (child: Child, compiled: Compiled, host: SandboxHost, timeoutMs: number) =>
       Effect.scoped(Effect.gen(function*() {
         const run = ++runSeq
         const inbox = yield* Queue.unbounded<FromChild>()
@@ -354,8 +366,9 @@ export const make = (options: SandboxPoolOptions): Effect.Effect<SandboxService,
                 suggestions
               })
             }
-            if (name === "sophia.execute_code") {
-              return yield* refuse(name, { code: "sandbox_error", message: "sophia.execute_code cannot be nested" })
+            // the one place the rule lives: a snippet's calls never reach execute_code
+            if (name === EXECUTE_CODE_TOOL) {
+              return yield* refuse(name, { code: "sandbox_error", message: `${EXECUTE_CODE_TOOL} cannot be nested` })
             }
             const argsBytes = Buffer.byteLength(m.args, "utf8")
             if (argsBytes > SANDBOX_MAX_ARGS_BYTES) {
@@ -385,10 +398,7 @@ export const make = (options: SandboxPoolOptions): Effect.Effect<SandboxService,
         const loop = Effect.gen(function*() {
           while (true) {
             const m = yield* Queue.take(inbox)
-            if (m.t === "exit") {
-              child.faulted = true
-              return yield* Effect.fail(crashed(child, m, calls))
-            }
+            if (m.t === "exit") return yield* Effect.fail(crashed(child, m, calls))
             if (m.t === "call" && m.run === run) {
               calls++
               // enforced here, on the host side: the 51st call stops the run
@@ -399,14 +409,36 @@ export const make = (options: SandboxPoolOptions): Effect.Effect<SandboxService,
           }
         })
 
-        const remaining = Math.max(0, deadline - (yield* Clock.currentTimeMillis))
-        const outcome = yield* loop.pipe(
-          Effect.timeoutFail({
-            duration: Duration.millis(remaining),
-            onTimeout: () => new SandboxTimeout({ timeout_ms: timeoutMs, sophia_calls: calls, logs: [] })
-          }),
-          Effect.exit
+        // The deadline starts when the child accepts the run (its isolate is ready and the snippet starts),
+        // not when it was sent: queueing, spawning and a busy machine do not eat the snippet's time. A child
+        // that does not accept in time is hung: it is killed (the pool replaces it).
+        const first = yield* Queue.take(inbox).pipe(
+          Effect.repeat({ until: (m) => ((m.t === "accepted" || m.t === "done") && m.run === run) || m.t === "exit" }),
+          Effect.timeout(Duration.millis(acceptTimeoutMs)),
+          Effect.option
         )
+        if (Option.isNone(first)) {
+          child.faulted = true
+          kill(child)
+          return yield* Effect.fail(
+            new SandboxError({
+              detail: `the sandbox process did not accept the run within ${acceptTimeoutMs} ms; it was killed and replaced`,
+              sophia_calls: 0
+            })
+          )
+        }
+        const accepted = first.value
+        const outcome = yield* (accepted.t === "exit"
+          ? Effect.fail(crashed(child, accepted, calls))
+          : accepted.t === "done"
+          // the child could not start the run at all (its isolate failed to come up)
+          ? Effect.succeed(accepted)
+          : loop.pipe(
+            Effect.timeoutFail({
+              duration: Duration.millis(timeoutMs),
+              onTimeout: () => new SandboxTimeout({ timeout_ms: timeoutMs, sophia_calls: calls, logs: [] })
+            })
+          )).pipe(Effect.exit)
         if (Exit.isFailure(outcome)) {
           // in-flight inner calls stop with the run (the FiberSet closes with this scope)
           yield* FiberSet.clear(fibers)
@@ -469,9 +501,8 @@ export const make = (options: SandboxPoolOptions): Effect.Effect<SandboxService,
     const run = Effect.fn("Sandbox.run")(function*(input: ExecuteCodeInput, host: SandboxHost) {
       const started = yield* Clock.currentTimeNanos
       const timeoutMs = input.timeout_ms ?? SANDBOX_DEFAULT_TIMEOUT_MS
-      const deadline = Number(started / 1_000_000n) + timeoutMs
       const compiled = yield* compileCached(input.code)
-      const out = yield* withChild((child) => runOn(child, compiled, host, deadline, timeoutMs)).pipe(
+      const out = yield* withChild((child) => runOn(child, compiled, host, timeoutMs)).pipe(
         // a child that died before the snippet made any call (killed from outside, or dead before the run
         // reached it) had no effect anywhere: run it once more on a fresh child
         // (after a pause, so the exit of any other child killed at the same moment is seen first)
@@ -481,8 +512,9 @@ export const make = (options: SandboxPoolOptions): Effect.Effect<SandboxService,
           while: (e) => e._tag === "SandboxError" && e.process_died === true && (e.sophia_calls ?? 0) === 0
         }),
         Effect.timeoutFail({
-          // a backstop when every child is busy for the whole deadline
-          duration: Duration.millis(timeoutMs + options.abortGraceMs + 1000),
+          // a backstop on the whole call, waiting for a free child included: every phase of a run is
+          // bounded (spawn, acceptance, the deadline, the abort), this bounds a queue of busy children
+          duration: Duration.millis(acceptTimeoutMs + timeoutMs + options.abortGraceMs + 1000),
           onTimeout: () => new SandboxTimeout({ timeout_ms: timeoutMs, sophia_calls: 0, logs: [] })
         })
       )
@@ -511,7 +543,8 @@ const poolOptions = Config.all({
   warm: Config.integer("SOPHIA_SANDBOX_POOL_SIZE").pipe(Config.withDefault(2)),
   max: Config.integer("SOPHIA_SANDBOX_MAX_CHILDREN").pipe(Config.withDefault(4)),
   runsPerChild: Config.integer("SOPHIA_SANDBOX_RUNS_PER_CHILD").pipe(Config.withDefault(200)),
-  abortGraceMs: Config.integer("SOPHIA_SANDBOX_ABORT_GRACE_MS").pipe(Config.withDefault(1000))
+  abortGraceMs: Config.integer("SOPHIA_SANDBOX_ABORT_GRACE_MS").pipe(Config.withDefault(1000)),
+  acceptTimeoutMs: Config.integer("SOPHIA_SANDBOX_ACCEPT_TIMEOUT_MS").pipe(Config.withDefault(ACCEPT_TIMEOUT_MS))
 })
 
 /**
@@ -531,5 +564,5 @@ export const SandboxWarmUp: Layer.Layer<never, never, Sandbox> = Layer.scopedDis
 /** Tests that want it explicit: real isolates in real child processes, one warm child, at most two at a time. */
 export const SandboxTest: Layer.Layer<Sandbox> = Layer.scoped(
   Sandbox,
-  make({ warm: 1, max: 2, runsPerChild: 200, prewarm: false, abortGraceMs: 1000 })
+  make({ warm: 1, max: 2, runsPerChild: 200, prewarm: false, abortGraceMs: 1000, acceptTimeoutMs: ACCEPT_TIMEOUT_MS })
 )

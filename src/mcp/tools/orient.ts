@@ -1,6 +1,6 @@
 import { Effect } from "effect"
 import { OrientInput, OrientOutput } from "../../domain/Orient.js"
-import { Catalog } from "../../services/Catalog.js"
+import { Catalog } from "../Catalog.js"
 import { Orient } from "../../services/Orient.js"
 import { defineTool, READ_ONLY } from "../Registry.js"
 

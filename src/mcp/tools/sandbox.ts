@@ -1,5 +1,5 @@
 import { Effect } from "effect"
-import { ExecuteCodeInput, ExecuteCodeOutput, SandboxError } from "../../domain/Sandbox.js"
+import { EXECUTE_CODE_TOOL, ExecuteCodeInput, ExecuteCodeOutput } from "../../domain/Sandbox.js"
 import { Sandbox } from "../../services/Sandbox.js"
 import { defineTool } from "../Registry.js"
 import { camelMapping } from "../SdkTypes.js"
@@ -9,7 +9,7 @@ export const sandboxTools = Effect.gen(function*() {
   const sandbox = yield* Sandbox
   return [
     defineTool({
-      name: "sophia.execute_code",
+      name: EXECUTE_CODE_TOOL,
       group: "system",
       // each inner call is authorized on its own, as the calling connection
       access: "read",
@@ -20,10 +20,8 @@ export const sandboxTools = Effect.gen(function*() {
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
       input: ExecuteCodeInput,
       output: ExecuteCodeOutput,
-      handler: (input, context) =>
-        context.viaSandbox
-          ? Effect.fail(new SandboxError({ detail: "sophia.execute_code cannot be nested" }))
-          : sandbox.run(input, { invoke: context.invoke, methods: camelMapping(context.toolNames) })
+      // a nested execute_code is refused by the service (a snippet calling it never reaches the dispatcher)
+      handler: (input, context) => sandbox.run(input, { invoke: context.invoke, methods: camelMapping(context.toolNames) })
     })
   ]
 })

@@ -1,6 +1,6 @@
 import { Effect } from "effect"
 import { CatalogInput, CatalogOutput, SdkTypesInput, SdkTypesOutput } from "../../domain/Catalog.js"
-import { Catalog } from "../../services/Catalog.js"
+import { Catalog } from "../Catalog.js"
 import { defineTool, READ_ONLY } from "../Registry.js"
 
 /** `sophia.capability_catalog` and `sophia.get_sdk_types`: the surface describing itself, from the registry. */

@@ -9,8 +9,8 @@ import type { CatalogInput, CatalogOutput, CatalogTool, SdkTypesOutput } from ".
 import { NotFound } from "../domain/Errors.js"
 import { LEDGER_CONTRACT_HASH } from "../domain/Ledger.js"
 import { nearest } from "../domain/Names.js"
-import type { Registry, Tool } from "../mcp/Registry.js"
-import { generateDeclarations } from "../mcp/SdkTypes.js"
+import type { Registry, Tool } from "./Registry.js"
+import { generateDeclarations } from "./SdkTypes.js"
 
 type Profile = Caller["profile"]
 
