@@ -65,6 +65,17 @@ describe("defect 1: one ledger_append could break `sophia ledger verify` for goo
         }
         assert.isUndefined(yield* ledger.state(caller.userId, `deep-${depth}`), "nothing written")
       }
+      // found by the soak fuzz: an asserted event without its value decoded as `undefined` and failed to store
+      const missing = yield* dispatcher.call(caller, "sophia.ledger_append", {
+        work_id: "no-value",
+        expected_head: null,
+        events: [{ type: "opened", title: "t" }, { type: "asserted", field: "x" }]
+      })
+      assert.isFalse(missing.ok)
+      if (!missing.ok) {
+        assert.strictEqual(missing.body.error.code, "validation_error")
+        assert.match(missing.body.error.message, /^events\.1\.value: is missing/)
+      }
       // exactly 16 deep is within the limit, and verifies
       const ok = yield* dispatcher.call(caller, "sophia.ledger_append", {
         work_id: "deep-16",

@@ -141,7 +141,8 @@ const filterOf = (maxDepth: number) => (value: unknown) => {
  * `{}`, like `Schema.Unknown` (the limits are DESIGN.md's, not repeated in every tool's schema).
  */
 export const JsonValue: Schema.Schema<unknown> = Schema.Unknown.pipe(
-  Schema.filter(filterOf(JSON_MAX_DEPTH), { jsonSchema: {} })
+  // a missing key decodes as `undefined`, which canonical JSON cannot hold: the value is required
+  Schema.filter((value) => value === undefined ? "is missing" : filterOf(JSON_MAX_DEPTH)(value), { jsonSchema: {} })
 )
 
 /** A JSON object within the limits (the object itself is the first level). */
