@@ -1,4 +1,5 @@
 import { Schema } from "effect"
+import { JsonObject } from "./Json.js"
 
 /**
  * Coordination: typed posts between the connections of one user, a per-connection inbox, and the
@@ -56,7 +57,7 @@ export const PostInput = Schema.Struct({
   references: Schema.optional(Schema.Array(Schema.String)).annotations({
     description: "pointers at primary sources (a post is never itself a source)"
   }),
-  payload: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown })).annotations({
+  payload: Schema.optional(JsonObject).annotations({
     description: "bounded structured data (≤ 8 KiB JSON, depth ≤ 8)"
   }),
   to: Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200))).annotations({

@@ -1,4 +1,5 @@
 import { Schema, Struct } from "effect"
+import { checkJson, formatJsonIssue, JsonValue } from "./Json.js"
 
 /**
  * The ledger contract: the typed events every work item's history is made of, implementation-free.
@@ -106,6 +107,9 @@ export const MAX_VALUE_BYTES = 8 * 1024
  * (hashing takes its canonical JSON) of at most MAX_VALUE_BYTES.
  */
 export const ledgerValueIssue = (value: unknown): string | undefined => {
+  // depth and well-formed Unicode first: nothing below (nor any later hash) walks a hostile shape
+  const issue = checkJson(value)
+  if (issue) return formatJsonIssue(issue, "value")
   let text: string | undefined
   try {
     text = JSON.stringify(value === undefined ? null : value)
@@ -118,7 +122,7 @@ export const ledgerValueIssue = (value: unknown): string | undefined => {
 }
 
 /** A field's value as an agent sends it. */
-export const LedgerValue = Schema.Unknown.pipe(
+export const LedgerValue = JsonValue.pipe(
   Schema.filter((value) => ledgerValueIssue(value) ?? true)
 )
 

@@ -113,10 +113,28 @@ const connectionOf = (db: Sqlite.Database) => {
   return { connection, prepareSync }
 }
 
+/** Create `file` empty with mode 0600 unless it exists (an empty file is an empty SQLite database). */
+const createPrivate = (file: string) => {
+  let fd: number
+  try {
+    fd = fs.openSync(file, "wx", 0o600)
+  } catch {
+    return // it exists (or cannot be created: opening it reports that)
+  }
+  try {
+    fs.fchmodSync(fd, 0o600)
+  } finally {
+    fs.closeSync(fd)
+  }
+}
+
 const make = (config: SqliteStoreConfig) =>
   Effect.gen(function*() {
     const file = config.filename !== ":memory:"
-    if (file) yield* Effect.sync(() => fs.mkdirSync(path.dirname(path.resolve(config.filename)), { recursive: true }))
+    if (file) yield* Effect.sync(() => fs.mkdirSync(path.dirname(path.resolve(config.filename)), { recursive: true, mode: 0o700 }))
+    // the owner's alone: a new database file is created 0600 (whatever the umask); SQLite gives its -wal and
+    // -shm files the database file's mode
+    if (file) yield* Effect.sync(() => createPrivate(config.filename))
     const timeout = config.busyTimeoutMs ?? 5000
     const db = yield* open(config.filename, { timeout })
     if (file) db.pragma("journal_mode = WAL")

@@ -3,11 +3,13 @@ import type { Caller } from "../domain/Auth.js"
 import { NotFound, UnknownFields, ValidationError } from "../domain/Errors.js"
 import type { ProjectionArgs } from "../domain/Projection.js"
 import { projectRows, rowKeys, selectKeys } from "../domain/Projection.js"
+import { ARGUMENTS_MAX_DEPTH, checkArguments, formatJsonIssue, JSON_MAX_DEPTH } from "../domain/Json.js"
 import { nearest } from "../domain/Names.js"
 import type { ElicitAnswer } from "../domain/Approvals.js"
 import { Approvals } from "../services/Approvals.js"
 import { Auth } from "../services/Auth.js"
 import { Envelope } from "./Envelope.js"
+import { formatParseError } from "./ParseIssues.js"
 import type { Refusal, RefusalBody } from "./Refusals.js"
 import { refusalBody } from "./Refusals.js"
 import type { Tool } from "./Registry.js"
@@ -28,11 +30,6 @@ export interface CallOptions {
   /** ask the client's user through MCP elicitation (set by the MCP server when the client declared it) */
   readonly elicit?: ((message: string) => Effect.Effect<ElicitAnswer>) | undefined
 }
-
-const formatIssues = (error: ParseResult.ParseError) =>
-  ParseResult.ArrayFormatter.formatErrorSync(error)
-    .map((i) => `${i.path.length > 0 ? i.path.join(".") : "arguments"}: ${i.message}`)
-    .join("; ")
 
 /**
  * The one path of every tool call, whatever the transport (Streamable HTTP, stdio, REST, execute_code):
@@ -69,8 +66,11 @@ export class Dispatcher extends Effect.Service<Dispatcher>()("sophia/Dispatcher"
           })
         }
         const gate = yield* auth.authorize(caller, tool)
+        // the arguments as a whole first (an object, well-formed, bounded depth): nothing below walks a hostile shape
+        const shape = checkArguments(args, gate === "allow" ? ARGUMENTS_MAX_DEPTH : JSON_MAX_DEPTH)
+        if (shape) return yield* new ValidationError({ detail: formatJsonIssue(shape) })
         const input = yield* decoderOf(tool)(args ?? {}).pipe(
-          Effect.mapError((e) => new ValidationError({ detail: formatIssues(e) }))
+          Effect.mapError((e) => new ValidationError({ detail: formatParseError(e) }))
         )
         // the shared projection: unknown fields are refused before the service runs (nothing is marked read)
         const projection = tool.projection

@@ -5,6 +5,7 @@ import type { Caller } from "../domain/Auth.js"
 import { connectionShort } from "../domain/Auth.js"
 import { arcWorkId } from "../domain/Coordination.js"
 import { NotFound, ValidationError } from "../domain/Errors.js"
+import { checkJson, formatJsonIssue, JSON_MAX_DEPTH } from "../domain/Json.js"
 import type { ConnectionRevoked, PostLanded, WaitResolved } from "../domain/Events.js"
 import { LedgerAppended } from "../domain/Events.js"
 import type {
@@ -274,6 +275,11 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
     const commit = (userId: string, workId: string, expected: string | null, drafts: ReadonlyArray<Draft>) =>
       Effect.gen(function*() {
         if (drafts.length === 0) return yield* new ValidationError({ detail: "events must hold at least one event" })
+        // whatever the entry point, nothing is hashed that canonical JSON cannot hold (depth, lone surrogates)
+        for (const d of drafts) {
+          const issue = checkJson(d.data, JSON_MAX_DEPTH + 1)
+          if (issue) return yield* new ValidationError({ detail: formatJsonIssue(issue, "data") })
+        }
         // the fields and reviews this append touches: loaded with the head row, nothing else
         const names = new Set<string>()
         const ids = new Set<string>()
@@ -588,12 +594,33 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
         if (raw._tag === "Left") return at({ seq: 0, reason: "an event's data is not JSON" })
         const decoded = Schema.decodeUnknownEither(Schema.Array(EventFromRow))(rows)
         if (decoded._tag === "Left") return at({ seq: 0, reason: "an event is not in the ledger contract's vocabulary" })
-        const replayed = replay(decoded.right)
+        // a stored event canonical JSON cannot hold (an older build took values nested thousands deep) is a
+        // break at that event, reported like any other: verify itself never dies of it
+        let replayed: ReturnType<typeof replay>
+        try {
+          replayed = replay(decoded.right)
+        } catch (error) {
+          const hashable = (e: LedgerEvent) => {
+            try {
+              return eventHash(e).length > 0
+            } catch {
+              return false
+            }
+          }
+          const bad = decoded.right.find((e) => !hashable(e))
+          return at({ seq: bad?.seq ?? 0, reason: `event cannot be hashed: ${String((error as Error)?.message ?? error)}` })
+        }
         if (replayed.break) return at(replayed.break)
         const stored = yield* loadState(item.user_id, item.work_id)
         if (!stored || !replayed.state) return at({ seq: decoded.right.length, reason: "work item has no head row or no events" })
-        const fromScratch = stateHash(settle(replayed.state))
-        const materialized = stateHash(stored)
+        let fromScratch: string
+        let materialized: string
+        try {
+          fromScratch = stateHash(settle(replayed.state))
+          materialized = stateHash(stored)
+        } catch (error) {
+          return at({ seq: replayed.state.seq, reason: `settled state cannot be hashed: ${String((error as Error)?.message ?? error)}` })
+        }
         if (stored.head !== replayed.state.head) {
           return at({ seq: replayed.state.seq, reason: "head row does not match the last event", expected: replayed.state.head, actual: stored.head })
         }
