@@ -16,7 +16,7 @@ import * as path from "node:path"
 import type { Caller } from "../src/domain/Auth.js"
 import type { InboxInput, PostKind } from "../src/domain/Coordination.js"
 import { EnvelopeLive, SophiaLive } from "../src/layers/App.js"
-import { SqliteStore } from "../src/layers/SqliteStore.js"
+import { SophiaWithRaw, SqliteStore, StoreWithRaw, tempDb } from "./support/Raw.js"
 import { Dispatcher } from "../src/mcp/Dispatch.js"
 import { Envelope } from "../src/mcp/Envelope.js"
 import { Auth } from "../src/services/Auth.js"
@@ -268,7 +268,7 @@ const program = Effect.gen(function*() {
   return rows
 })
 
-const main = Effect.scoped(program).pipe(Effect.provide(SophiaLive(dbFile)))
+const main = Effect.scoped(program).pipe(Effect.provide(SophiaWithRaw(dbFile)))
 
 const t0 = performance.now()
 Effect.runPromise(main).then((rows) => {

@@ -13,7 +13,7 @@ import * as path from "node:path"
 import { performance } from "node:perf_hooks"
 import type { Caller } from "../src/domain/Auth.js"
 import { SophiaLive } from "../src/layers/App.js"
-import { SqliteStore } from "../src/layers/SqliteStore.js"
+import { SophiaWithRaw, SqliteStore, StoreWithRaw, tempDb } from "./support/Raw.js"
 import { Dispatcher } from "../src/mcp/Dispatch.js"
 import { Auth } from "../src/services/Auth.js"
 import { Knowledge } from "../src/services/Knowledge.js"
@@ -70,7 +70,7 @@ const ms = (x: number) => x.toFixed(2)
 
 const main = async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sophia-bench-knowledge-"))
-  const runtime = ManagedRuntime.make(SophiaLive(path.join(dir, "sophia.db")).pipe(Layer.orDie))
+  const runtime = ManagedRuntime.make(SophiaWithRaw(path.join(dir, "sophia.db")).pipe(Layer.orDie))
   try {
     const { caller, dispatcher, knowledge, raw } = await runtime.runPromise(Effect.gen(function*() {
       const auth = yield* Auth

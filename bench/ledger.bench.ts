@@ -12,10 +12,11 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import type { LedgerEvent } from "../src/domain/Ledger.js"
-import { ServicesLive, sqliteStore } from "../src/layers/App.js"
-import { SqliteStore } from "../src/layers/SqliteStore.js"
+import { ServicesLive } from "../src/layers/App.js"
+import { SophiaWithRaw, SqliteStore, StoreWithRaw, tempDb } from "./support/Raw.js"
 import { Auth } from "../src/services/Auth.js"
-import { eventHash, jcs, Ledger, replay, settle } from "../src/services/Ledger.js"
+import { eventHash, jcs, replay, settle } from "../src/domain/LedgerCore.js"
+import { Ledger } from "../src/services/Ledger.js"
 
 const APPENDS = Number(process.env.LEDGER_BENCH_APPENDS ?? 4000)
 const REPLAY_EVENTS = Number(process.env.LEDGER_BENCH_REPLAY ?? 200_000)
@@ -25,7 +26,7 @@ const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sophia-ledger-bench-"))
 const fmt = (n: number) => Math.round(n).toLocaleString("en-US")
 const rows: Array<[string, string, string, string]> = []
 
-const makeRuntime = (file: string) => ManagedRuntime.make(ServicesLive.pipe(Layer.provideMerge(sqliteStore(file))))
+const makeRuntime = (file: string) => ManagedRuntime.make(ServicesLive.pipe(Layer.provideMerge(StoreWithRaw(file))))
 
 const appendBench = async (items: number) => {
   const file = path.join(dir, `append-${items}.db`)

@@ -10,7 +10,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { SophiaLive } from "../src/layers/App.js"
-import { SqliteStore } from "../src/layers/SqliteStore.js"
+import { SophiaWithRaw, SqliteStore, StoreWithRaw, tempDb } from "./support/Raw.js"
 import { Auth } from "../src/services/Auth.js"
 import { Waits } from "../src/services/Waits.js"
 
@@ -46,7 +46,7 @@ const tick = (open: number, due: number, rounds = 5) =>
         const elapsed = performance.now() - t0
         if (resolved !== due) throw new Error(`sweep resolved ${resolved}, expected ${due}`)
         return elapsed
-      }).pipe(Effect.provide(SophiaLive(file)), Effect.scoped)
+      }).pipe(Effect.provide(SophiaWithRaw(file)), Effect.scoped)
       samples.push(ms)
     }
     return median(samples)
@@ -56,7 +56,7 @@ const plan = Effect.gen(function*() {
   const { raw } = yield* SqliteStore
   return raw.prepare(`EXPLAIN QUERY PLAN UPDATE waits SET status = 'unsatisfied' WHERE status = 'open' AND expires_ms <= ?`)
     .all(Date.now()).map((r: any) => r.detail).join("; ")
-}).pipe(Effect.provide(SophiaLive(":memory:")), Effect.scoped)
+}).pipe(Effect.provide(SophiaWithRaw(tempDb("plan.db"))), Effect.scoped)
 
 const declareWithEdges = (edges: number) =>
   Effect.gen(function*() {
@@ -97,7 +97,7 @@ const declareWithEdges = (edges: number) =>
         samples.push(performance.now() - t0)
       }
       return median(samples)
-    }).pipe(Effect.provide(SophiaLive(file)), Effect.scoped)
+    }).pipe(Effect.provide(SophiaWithRaw(file)), Effect.scoped)
   })
 
 const main = Effect.gen(function*() {
