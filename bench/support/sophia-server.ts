@@ -10,6 +10,9 @@ import { ServeLive } from "../../src/layers/App.js"
 import { HttpServer } from "../../src/mcp/Http.js"
 import { Auth } from "../../src/services/Auth.js"
 
+// a signal ends the process through exit(), so a --cpu-prof profile is written
+process.on("SIGINT", () => process.exit(0))
+
 const agents = Number(process.env.AGENTS ?? 50)
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sophia-load-"))
 
