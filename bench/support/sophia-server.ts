@@ -27,7 +27,7 @@ const main = Effect.gen(function*() {
 
 Effect.runPromise(
   main.pipe(
-    Effect.provide(ServeLive({ filename: path.join(dir, "sophia.db"), host: "127.0.0.1", port: 0, naming: "underscore" })),
+    Effect.provide(ServeLive({ store: { filename: path.join(dir, "sophia.db") }, host: "127.0.0.1", port: 0, naming: "underscore" })),
     Effect.provide(Layer.empty),
     Effect.scoped
   ) as Effect.Effect<never>

@@ -22,10 +22,13 @@ import { Ledger } from "../services/Ledger.js"
 import { SandboxLive, SandboxWarmUp } from "../services/Sandbox.js"
 import { Orient } from "../services/Orient.js"
 import { Waits } from "../services/Waits.js"
-import { SqliteLive } from "./Sql.js"
+import { MetricsScrapeLive } from "../observability/Metrics.js"
+import type { StoreChoice } from "./Sql.js"
+import { SqliteLive, storeLayer } from "./Sql.js"
 
 /** The store layers embedders choose from (the seam: everything above needs only `SqlClient`). */
-export { SqliteLive } from "./Sql.js"
+export { backupSqlite, SqliteLive, storeLayer, StoreUnavailable } from "./Sql.js"
+export type { StoreChoice } from "./Sql.js"
 import { SweepLive } from "./Sweep.js"
 
 /**
@@ -129,7 +132,7 @@ export const makeCore = <E, R>(
   services: typeof ServicesLive = ServicesLive
 ) => {
   const withStore = services.pipe(Layer.provideMerge(store))
-  return Dispatcher.Default.pipe(
+  return Layer.merge(Dispatcher.Default, MetricsScrapeLive).pipe(
     Layer.provideMerge(Layer.mergeAll(registry, EnvelopeLive)),
     Layer.provideMerge(withStore)
   )
@@ -141,9 +144,12 @@ export const SophiaLive = (filename: string) => makeCore(SqliteLive(filename))
 /** The same over a fresh in-memory SQLite: what tests use. */
 export const SophiaTest = makeCore(SqliteLive(":memory:"))
 
-/** The served daemon: the app plus the HTTP transport. */
-export const ServeLive = (options: { readonly filename: string } & Http.HttpConfig) =>
-  Layer.mergeAll(Http.layer(options), SweepLive, SandboxWarmUp).pipe(Layer.provideMerge(SophiaLive(options.filename)))
+/** The app over the store the CLI resolved (a SQLite file or a Postgres URL); opening failures are typed. */
+export const SophiaOn = (store: StoreChoice) => makeCore(storeLayer(store))
 
-/** A long-running process over a SQLite file without HTTP (stdio): the app plus the wait sweep. */
-export const DaemonLive = (filename: string) => Layer.merge(SweepLive, SandboxWarmUp).pipe(Layer.provideMerge(SophiaLive(filename)))
+/** The served daemon: the app plus the HTTP transport. */
+export const ServeLive = (options: { readonly store: StoreChoice } & Http.HttpConfig) =>
+  Layer.mergeAll(Http.layer(options), SweepLive, SandboxWarmUp).pipe(Layer.provideMerge(SophiaOn(options.store)))
+
+/** A long-running process over a store without HTTP (stdio): the app plus the wait sweep. */
+export const DaemonLive = (store: StoreChoice) => Layer.merge(SweepLive, SandboxWarmUp).pipe(Layer.provideMerge(SophiaOn(store)))

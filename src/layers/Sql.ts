@@ -18,7 +18,7 @@ import type { Connection } from "@effect/sql/SqlConnection"
 import { SqlError } from "@effect/sql/SqlError"
 import * as Statement from "@effect/sql/Statement"
 import Sqlite from "better-sqlite3"
-import { Context, Effect, Layer, Scope } from "effect"
+import { Context, Effect, Layer, Schema, Scope } from "effect"
 import { DirectConnection } from "../services/Statements.js"
 import { runMigrations } from "./Migrations.js"
 import * as fs from "node:fs"
@@ -131,16 +131,26 @@ const createPrivate = (file: string) => {
 const make = (config: SqliteStoreConfig) =>
   Effect.gen(function*() {
     const file = config.filename !== ":memory:"
-    if (file) yield* Effect.sync(() => fs.mkdirSync(path.dirname(path.resolve(config.filename)), { recursive: true, mode: 0o700 }))
+    // every step that touches the file fails as a `SqlError` (a path that cannot be created, a file that
+    // is not a database), never as a defect: the CLI reports it in one line
+    const attempt = <A>(what: string, f: () => A) =>
+      Effect.try({ try: f, catch: (cause) => new SqlError({ cause, message: `${what}: ${String(cause)}` }) })
+    if (file) {
+      yield* attempt("cannot create the database folder", () =>
+        fs.mkdirSync(path.dirname(path.resolve(config.filename)), { recursive: true, mode: 0o700 })
+      )
+    }
     // the owner's alone: a new database file is created 0600 (whatever the umask); SQLite gives its -wal and
     // -shm files the database file's mode
     if (file) yield* Effect.sync(() => createPrivate(config.filename))
     const timeout = config.busyTimeoutMs ?? 5000
     const db = yield* open(config.filename, { timeout })
-    if (file) db.pragma("journal_mode = WAL")
-    db.pragma(`busy_timeout = ${timeout}`)
-    db.pragma("foreign_keys = ON")
-    db.pragma("synchronous = NORMAL")
+    yield* attempt(`cannot use ${config.filename}`, () => {
+      if (file) db.pragma("journal_mode = WAL")
+      db.pragma(`busy_timeout = ${timeout}`)
+      db.pragma("foreign_keys = ON")
+      db.pragma("synchronous = NORMAL")
+    })
     const writer = connectionOf(db)
 
     const semaphore = yield* Effect.makeSemaphore(1)
@@ -215,3 +225,61 @@ export const sqliteClient = (config: SqliteStoreConfig): Layer.Layer<Client.SqlC
 /** The store every service runs on: the SQLite file (or `:memory:`) with every migration applied. */
 export const SqliteLive = (filename: string): Layer.Layer<Client.SqlClient> =>
   Layer.effectDiscard(runMigrations).pipe(Layer.provideMerge(sqliteClient({ filename })), Layer.orDie)
+
+/** Where the graph lives: a SQLite file (or `:memory:`), or a Postgres URL. */
+export type StoreChoice = { readonly filename: string } | { readonly url: string }
+
+/** The store could not be opened (not a database, unreadable path, no Postgres in this build…): one line. */
+export class StoreUnavailable extends Schema.TaggedError<StoreUnavailable>()("StoreUnavailable", {
+  message: Schema.String
+}) {}
+
+const describeCause = (error: unknown): string => {
+  const cause = (error as { cause?: unknown }).cause ?? error
+  const code = (cause as { code?: unknown }).code
+  const message = cause instanceof Error ? cause.message : String(cause)
+  return typeof code === "string" && !message.includes(code) ? `${message} (${code})` : message
+}
+
+/**
+ * THE store constructor: every process (daemon, stdio, CLI commands) builds its store through here.
+ * Expected failures (a file that is not a database, a path that cannot be opened) are `StoreUnavailable`
+ * with one line naming the place; nothing else about the store is decided outside this function.
+ */
+export const storeLayer = (choice: StoreChoice): Layer.Layer<Client.SqlClient, StoreUnavailable> => {
+  if ("url" in choice) {
+    return Layer.fail(
+      new StoreUnavailable({
+        message: "a Postgres URL was given (--database-url / SOPHIA_DATABASE_URL), but Postgres support is not in this build; use --db PATH (SQLite)"
+      })
+    )
+  }
+  const where = choice.filename === ":memory:" ? ":memory:" : path.resolve(choice.filename)
+  return Layer.effectDiscard(runMigrations).pipe(
+    Layer.provideMerge(sqliteClient({ filename: choice.filename })),
+    Layer.mapError((e) => new StoreUnavailable({ message: `cannot use the database ${where}: ${describeCause(e)}` }))
+  )
+}
+
+/**
+ * An online, consistent copy of a SQLite database file through SQLite's backup API, taken in one step
+ * (so the copy is one snapshot even while a daemon keeps writing). Refuses to overwrite `out`.
+ */
+export const backupSqlite = (filename: string, out: string) =>
+  Effect.gen(function*() {
+    const source = path.resolve(filename)
+    const target = path.resolve(out)
+    if (fs.existsSync(target)) {
+      return yield* new StoreUnavailable({ message: `${target} already exists; choose a new --out file` })
+    }
+    const db = yield* open(source, { readonly: true, fileMustExist: true, timeout: 5000 }).pipe(
+      Effect.mapError((e) => new StoreUnavailable({ message: `cannot open the database ${source}: ${describeCause(e)}` }))
+    )
+    yield* Effect.tryPromise({
+      try: () => db.backup(target, { progress: () => 0x7fffffff }),
+      catch: (e) => new StoreUnavailable({ message: `backup of ${source} to ${target} failed: ${describeCause(e)}` })
+    })
+    // the copy is the owner's alone, like the database itself
+    yield* Effect.sync(() => fs.chmodSync(target, 0o600))
+    return { source, out: target, bytes: fs.statSync(target).size }
+  }).pipe(Effect.scoped)

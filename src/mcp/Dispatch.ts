@@ -1,4 +1,4 @@
-import { Cause, Effect, Option, ParseResult, Schema } from "effect"
+import { Cause, Clock, Effect, Option, ParseResult, Schema } from "effect"
 import type { Caller } from "../domain/Auth.js"
 import { NotFound, UnknownFields, ValidationError } from "../domain/Errors.js"
 import type { ProjectionArgs } from "../domain/Projection.js"
@@ -6,6 +6,7 @@ import { projectRows, rowKeys, selectKeys } from "../domain/Projection.js"
 import { ARGUMENTS_MAX_DEPTH, checkArguments, formatJsonIssue, JSON_MAX_DEPTH } from "../domain/Json.js"
 import { nearest } from "../domain/Names.js"
 import type { ElicitAnswer } from "../domain/Approvals.js"
+import { recordToolCall } from "../observability/Metrics.js"
 import { Approvals } from "../services/Approvals.js"
 import { Auth } from "../services/Auth.js"
 import { Envelope } from "./Envelope.js"
@@ -127,8 +128,29 @@ export class Dispatcher extends Effect.Service<Dispatcher>()("sophia/Dispatcher"
             body: { ...outcome.body, ...fields }
           } as CallOutcome))
         ),
+        observed(caller, name, options),
         Effect.withSpan("Dispatcher.call", { attributes: { tool: name } })
       )
+
+    /** One metric update, one span attribute and one `info` log line per finished call. */
+    const observed = (caller: Caller, name: string, options: CallOptions) => (self: Effect.Effect<CallOutcome>) =>
+      Effect.gen(function*() {
+        const started = yield* Clock.currentTimeMillis
+        const outcome = yield* self
+        const ms = (yield* Clock.currentTimeMillis) - started
+        const tool = Option.match(registry.lookup(name), { onNone: () => "unknown", onSome: (t) => t.name })
+        const result = outcome.ok ? "ok" : outcome.body.error.code
+        yield* recordToolCall(tool, result, ms / 1000)
+        yield* Effect.annotateCurrentSpan({ "sophia.tool": tool, "sophia.outcome": result })
+        yield* Effect.logInfo("tool call").pipe(Effect.annotateLogs({
+          tool,
+          outcome: result,
+          ms,
+          connection: caller.connectionShort,
+          ...(options.viaSandbox === true ? { via: "execute_code" } : {})
+        }))
+        return outcome
+      })
 
     return { call, authenticate: auth.authenticate, registry } as const
   })

@@ -1,11 +1,12 @@
 import type { AuthInfo } from "@modelcontextprotocol/sdk/server/auth/types.js"
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js"
 import { isInitializeRequest } from "@modelcontextprotocol/sdk/types.js"
-import { Context, Effect, Layer, Runtime, Schedule } from "effect"
+import { Context, Effect, Layer, Runtime, Schedule, Schema } from "effect"
 import { randomUUID } from "node:crypto"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import type { Caller } from "../domain/Auth.js"
+import { MetricsScrape } from "../observability/Metrics.js"
 import { Dispatcher } from "./Dispatch.js"
 import { makeMcpServer } from "./McpServer.js"
 import { AUTH_MESSAGE, httpStatusOf } from "./Refusals.js"
@@ -29,6 +30,26 @@ export class HttpServer extends Context.Tag("sophia/HttpServer")<HttpServer, {
   readonly mcpUrl: string
   readonly baseUrl: string
 }>() {}
+
+/** The daemon could not listen (port in use, no permission, no such address): one line, not a defect. */
+export class ListenError extends Schema.TaggedError<ListenError>()("ListenError", {
+  host: Schema.String,
+  port: Schema.Number,
+  reason: Schema.String
+}) {
+  override get message() {
+    return `cannot listen on ${this.host}:${this.port}: ${this.reason}`
+  }
+}
+
+const listenReason = (e: NodeJS.ErrnoException) =>
+  e.code === "EADDRINUSE"
+    ? "the port is in use (another sophia serve?); pick another with --port"
+    : e.code === "EACCES"
+    ? "permission denied (ports below 1024 need privileges); pick another with --port"
+    : e.code === "EADDRNOTAVAIL" || e.code === "ENOTFOUND"
+    ? "no such address on this machine; check --host"
+    : `${e.message}${e.code && !e.message.includes(e.code) ? ` (${e.code})` : ""}`
 
 const LOOPBACK_NAMES = new Set(["localhost", "127.0.0.1", "[::1]", "::1"])
 
@@ -112,11 +133,12 @@ const SESSIONS_PER_CONNECTION = 16
  * even inside an open MCP session); Host and Origin are checked against loopback names and the bound host
  * (DNS-rebinding protection).
  */
-export const layer = (config: HttpConfig): Layer.Layer<HttpServer, never, Dispatcher> =>
+export const layer = (config: HttpConfig): Layer.Layer<HttpServer, ListenError, Dispatcher | MetricsScrape> =>
   Layer.scoped(
     HttpServer,
     Effect.gen(function*() {
       const dispatcher = yield* Dispatcher
+      const metrics = yield* MetricsScrape
       const runtime = yield* Effect.runtime<never>()
       const runPromise = Runtime.runPromise(runtime)
       const limit = config.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES
@@ -253,6 +275,14 @@ export const layer = (config: HttpConfig): Layer.Layer<HttpServer, never, Dispat
           return res.end("Not Found")
         }
         if (url.pathname === "/healthz") return sendJson(res, 200, { ok: true })
+        if (url.pathname === "/metrics" && req.method === "GET") {
+          // no bearer: the Host check above keeps it to the bound interface
+          const text = await runPromise(metrics.render([
+            { name: "sophia_mcp_sessions", help: "open Streamable HTTP MCP sessions", value: sessions.size }
+          ]))
+          res.writeHead(200, { "content-type": "text/plain; version=0.0.4; charset=utf-8", "content-length": Buffer.byteLength(text) })
+          return res.end(text)
+        }
         if (url.pathname === "/mcp") return handleMcp(req, res)
         const rest = /^\/api\/tools\/([^/]+)$/.exec(url.pathname)
         if (rest && req.method === "POST") return handleRest(req, res, rest[1])
@@ -271,13 +301,19 @@ export const layer = (config: HttpConfig): Layer.Layer<HttpServer, never, Dispat
       server.headersTimeout = 66_000
 
       yield* Effect.acquireRelease(
-        Effect.async<void, never>((resume) => {
-          server.once("error", (e) => resume(Effect.die(e)))
-          server.listen(config.port, config.host, () => {
-            // after listening, a server error (e.g. EMFILE on accept) is logged, never fatal
-            server.on("error", (e) => runPromise(Effect.logError("HTTP server error", e)))
-            resume(Effect.void)
-          })
+        Effect.async<void, ListenError>((resume) => {
+          server.once("error", (e: NodeJS.ErrnoException) =>
+            resume(Effect.fail(new ListenError({ host: config.host, port: config.port, reason: listenReason(e) }))))
+          try {
+            server.listen(config.port, config.host, () => {
+              // after listening, a server error (e.g. EMFILE on accept) is logged, never fatal
+              server.on("error", (e) => runPromise(Effect.logError("HTTP server error", e)))
+              resume(Effect.void)
+            })
+          } catch (e) {
+            // a bad port or host is refused synchronously
+            resume(Effect.fail(new ListenError({ host: config.host, port: config.port, reason: listenReason(e as NodeJS.ErrnoException) })))
+          }
         }),
         () =>
           Effect.promise(async () => {

@@ -1,0 +1,105 @@
+/**
+ * The daemon's metrics: Effect's metric registry (counters and histograms updated where things happen)
+ * rendered as Prometheus text for `GET /metrics`, plus gauges read at scrape time from the services that
+ * own them (pending approvals, sandbox children) and from the transport (MCP sessions).
+ */
+import { Context, Effect, Layer, Metric, MetricBoundaries, MetricState } from "effect"
+import type { MetricPair } from "effect"
+import { Approvals } from "../services/Approvals.js"
+import { Sandbox } from "../services/Sandbox.js"
+
+/** Every tool call, by canonical tool name and outcome (`ok`, a refusal code, or `internal_error`). */
+export const toolCalls = Metric.counter("sophia_tool_calls_total", {
+  description: "tool calls by tool and outcome",
+  incremental: true
+})
+
+/** Tool call latency in seconds, by tool. */
+export const toolCallSeconds = Metric.histogram(
+  "sophia_tool_call_duration_seconds",
+  MetricBoundaries.fromIterable([0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60]),
+  "tool call latency by tool"
+)
+
+/** Record one finished call. */
+export const recordToolCall = (tool: string, outcome: string, seconds: number) =>
+  Effect.zipRight(
+    Metric.increment(Metric.tagged(Metric.tagged(toolCalls, "tool", tool), "outcome", outcome)),
+    Metric.update(Metric.tagged(toolCallSeconds, "tool", tool), seconds)
+  )
+
+const escapeLabel = (v: string) => v.replace(/\\/g, "\\\\").replace(/\n/g, "\\n").replace(/"/g, "\\\"")
+const labels = (tags: ReadonlyArray<readonly [string, string]>) =>
+  tags.length === 0 ? "" : `{${tags.map(([k, v]) => `${k}="${escapeLabel(v)}"`).join(",")}}`
+const num = (n: number | bigint) => (typeof n === "bigint" ? n.toString() : Number.isFinite(n) ? String(n) : n > 0 ? "+Inf" : "-Inf")
+
+/** Prometheus text exposition (version 0.0.4) of metric pairs, grouped by metric name. */
+export const renderPrometheus = (pairs: ReadonlyArray<MetricPair.MetricPair.Untyped>, gauges: ReadonlyArray<Gauge> = []) => {
+  const byName = new Map<string, Array<MetricPair.MetricPair.Untyped>>()
+  for (const pair of pairs) {
+    const name = pair.metricKey.name
+    if (!/^sophia_/.test(name)) continue
+    byName.set(name, [...(byName.get(name) ?? []), pair])
+  }
+  const lines: Array<string> = []
+  for (const [name, group] of [...byName].sort(([a], [b]) => a.localeCompare(b))) {
+    const first = group[0]!
+    const help = first.metricKey.description
+    if (help._tag === "Some") lines.push(`# HELP ${name} ${help.value}`)
+    const state = first.metricState
+    if (MetricState.isCounterState(state)) lines.push(`# TYPE ${name} counter`)
+    else if (MetricState.isHistogramState(state)) lines.push(`# TYPE ${name} histogram`)
+    else if (MetricState.isGaugeState(state)) lines.push(`# TYPE ${name} gauge`)
+    for (const pair of group) {
+      const tags = pair.metricKey.tags.map((t) => [t.key, t.value] as const)
+      const s = pair.metricState
+      if (MetricState.isCounterState(s)) {
+        lines.push(`${name}${labels(tags)} ${num(s.count)}`)
+      } else if (MetricState.isGaugeState(s)) {
+        lines.push(`${name}${labels(tags)} ${num(s.value)}`)
+      } else if (MetricState.isHistogramState(s)) {
+        for (const [le, count] of s.buckets) lines.push(`${name}_bucket${labels([...tags, ["le", num(le)]])} ${count}`)
+        lines.push(`${name}_bucket${labels([...tags, ["le", "+Inf"]])} ${s.count}`)
+        lines.push(`${name}_sum${labels(tags)} ${s.sum}`)
+        lines.push(`${name}_count${labels(tags)} ${s.count}`)
+      }
+    }
+  }
+  for (const g of gauges) {
+    lines.push(`# HELP ${g.name} ${g.help}`, `# TYPE ${g.name} gauge`, `${g.name} ${g.value}`)
+  }
+  return lines.join("\n") + "\n"
+}
+
+export interface Gauge {
+  readonly name: string
+  readonly help: string
+  readonly value: number
+}
+
+/** What `/metrics` serves: the registry plus the gauges read now. */
+export class MetricsScrape extends Context.Tag("sophia/MetricsScrape")<MetricsScrape, {
+  /** `extra`: gauges only the caller knows (the transport's sessions) */
+  readonly render: (extra?: ReadonlyArray<Gauge>) => Effect.Effect<string>
+}>() {}
+
+export const MetricsScrapeLive = Layer.effect(
+  MetricsScrape,
+  Effect.gen(function*() {
+    const approvals = yield* Approvals
+    const sandbox = yield* Sandbox
+    return {
+      render: (extra = []) =>
+        Effect.gen(function*() {
+          const pending = (yield* approvals.list()).length
+          const children = yield* sandbox.pids
+          const pairs = yield* Metric.snapshot
+          return renderPrometheus(pairs, [
+            { name: "sophia_approvals_pending", help: "approvals waiting for the owner", value: pending },
+            { name: "sophia_sandbox_children", help: "live execute_code child processes", value: children.length },
+            ...extra
+          ])
+        })
+    }
+  })
+)
