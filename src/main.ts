@@ -1,216 +1,468 @@
-#!/usr/bin/env node
 /**
  * The `sophia` CLI: `serve` (the daemon), `stdio` (MCP over stdio for one bearer) and the owner's
- * commands (`connection …`). Every command takes `--db`.
+ * commands. Every command takes the global flags `--db` / `--database-url`, `--log-level` and
+ * `--log-format`, before or after the subcommand. Expected failures are one line on stderr and exit 1.
+ *
+ * Shape: each subcommand is one self-contained block below (options, description, handler); the list
+ * `commands` at the end names them. Heavy modules (the app, the MCP transports) are imported inside the
+ * handlers, so a command loads only what it runs.
  */
 import { Args, Command, Options, ValidationError as CliValidationError } from "@effect/cli"
-import { NodeContext, NodeRuntime } from "@effect/platform-node"
-import { Cause, Config, Console, Effect, Layer, Logger, LogLevel, Option, Redacted } from "effect"
-import { PROFILES } from "./domain/Auth.js"
-import { DaemonLive, ServeLive, SophiaLive } from "./layers/App.js"
-import { HttpServer } from "./mcp/Http.js"
-import { SERVER_INFO } from "./mcp/McpServer.js"
-import type { ToolNaming } from "./mcp/Registry.js"
-import { serveStdio } from "./mcp/Stdio.js"
-import { Approvals } from "./services/Approvals.js"
-import { Auth } from "./services/Auth.js"
-import type { MintedConnection } from "./services/Auth.js"
-import { Ledger } from "./services/Ledger.js"
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
+import { Cause, Config, Console, Effect, Layer, Logger, Option, Schema } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import type { StoreChoice } from "./layers/Sql.js"
+import type { LogFormat, LogLevelName } from "./observability/Logging.js"
+import { LOG_FORMATS, LOG_LEVELS, loggerLayer, logLevelOf } from "./observability/Logging.js"
+import { VERSION } from "./Version.js"
 
-const db = Options.file("db").pipe(
-  Options.withDefault("./.sophia/sophia.db"),
-  Options.withDescription("SQLite database file (created with its folder)")
-)
+// ---------------------------------------------------------------------------------------------------
+// shared pieces
+
+/** An expected CLI failure: printed as `sophia: <message>`, exit 1. */
+class CliFailure extends Schema.TaggedError<CliFailure>()("CliFailure", { message: Schema.String }) {}
+
+const DEFAULT_DB = "./.sophia/sophia.db"
+
+/** The global flags every command accepts (declared on each command, so each help lists them). */
+const globals = {
+  db: Options.text("db").pipe(
+    Options.withDescription("SQLite database file (serve and connection create create it, with its folder)"),
+    Options.withDefault(DEFAULT_DB)
+  ),
+  databaseUrl: Options.text("database-url").pipe(
+    Options.withDescription("Postgres URL instead of --db (default: env SOPHIA_DATABASE_URL, else --db)"),
+    Options.optional
+  ),
+  logFormat: Options.choice("log-format", LOG_FORMATS).pipe(
+    Options.withDescription("log lines on stderr: pretty (for people) or json (one object per line)"),
+    Options.withDefault("pretty" as LogFormat)
+  )
+}
+type Globals = { readonly db: string; readonly databaseUrl: Option.Option<string> }
+
 const toolNames = Options.choice("tool-names", ["underscore", "dotted"]).pipe(
-  Options.withDefault("underscore" as const),
-  Options.withDescription("advertise tools as sophia_x (default; clients that refuse dots) or sophia.x")
+  Options.withDescription("advertise tools as sophia_x (clients that refuse dots) or sophia.x; both are always accepted"),
+  Options.withDefault("underscore" as const)
 )
-const user = Options.text("user").pipe(Options.optional, Options.withDescription("user name (default: the owner)"))
+const user = Options.text("user").pipe(Options.withDescription("user name (default: the owner)"), Options.optional)
 
-/** Postgres is selected by SOPHIA_DATABASE_URL; until its layer lands, say so rather than silently using SQLite. */
-const refusePostgres = Effect.gen(function*() {
-  const url = yield* Config.option(Config.redacted("SOPHIA_DATABASE_URL"))
-  if (Option.isSome(url) && Redacted.value(url.value).trim() !== "") {
-    return yield* Effect.fail(
-      new Error("SOPHIA_DATABASE_URL is set, but the Postgres layer is not built yet; unset it to use SQLite (--db)")
-    )
+/** The store: `--database-url`, else env SOPHIA_DATABASE_URL, else the SQLite file `--db`. */
+const storeOf = (g: Globals) =>
+  Effect.gen(function*() {
+    const env = yield* Config.option(Config.string("SOPHIA_DATABASE_URL")).pipe(Effect.orDie)
+    const url = Option.orElse(g.databaseUrl, () => env).pipe(Option.filter((u) => u.trim() !== ""))
+    return Option.match(url, {
+      onNone: (): StoreChoice => ({ filename: path.resolve(g.db) }),
+      onSome: (u): StoreChoice => ({ url: u })
+    })
+  })
+
+/** For commands that only read or change an existing graph: refuse a missing database, create nothing. */
+const existingStoreOf = (g: Globals): Effect.Effect<StoreChoice, CliFailure> =>
+  Effect.flatMap(storeOf(g), (store): Effect.Effect<StoreChoice, CliFailure> => {
+    if ("url" in store) return Effect.succeed(store)
+    if (!fs.existsSync(store.filename)) {
+      return Effect.fail(
+        new CliFailure({
+          message: `no database at ${store.filename} (nothing was created); pass --db with the path the daemon uses`
+        })
+      )
+    }
+    if (fs.statSync(store.filename).isDirectory()) {
+      return Effect.fail(new CliFailure({ message: `${store.filename} is a directory, not a database file` }))
+    }
+    return Effect.succeed(store)
+  })
+
+/** The library (services and layers), loaded when a command needs it. */
+type Lib = typeof import("./index.js")
+const loadApp = Effect.promise((): Promise<Lib> => import("./index.js"))
+type AppServices = Layer.Layer.Success<ReturnType<Lib["SophiaOn"]>>
+
+const printJson = (value: unknown) => Console.log(JSON.stringify(value))
+
+/** Run `f` with the services over the store (typed refusals and store failures reach the reporter). */
+const withServices = <A, E>(store: StoreChoice, f: (lib: Lib) => Effect.Effect<A, E, AppServices>) =>
+  Effect.flatMap(loadApp, (lib) => Effect.provide(f(lib), lib.SophiaOn(store)))
+
+const checkPort = (port: number) =>
+  Number.isInteger(port) && port >= 0 && port <= 65535
+    ? Effect.void
+    : Effect.fail(new CliFailure({ message: `--port must be an integer from 0 to 65535 (0 picks a free port); got ${port}` }))
+
+/** The path of this bin, absolute (so printed commands work from any folder). */
+const binPath = () => {
+  const script = process.argv[1] ?? "sophia"
+  try {
+    // the package's bin/sophia.js (the bundled entry under dist/cli is loaded by it)
+    const real = fs.realpathSync(script)
+    const bin = path.resolve(path.dirname(real), "../../bin/sophia.js")
+    return real.includes(`${path.sep}dist${path.sep}`) && fs.existsSync(bin) ? bin : real
+  } catch {
+    return script
   }
-})
+}
 
-const clientConfig = (url: string, bearer: string) =>
-  [
-    `  Claude Code:`,
+const shellQuote = (s: string) => (/^[A-Za-z0-9_/.:=@%+-]+$/.test(s) ? s : `'${s.replace(/'/g, "'\\''")}'`)
+
+/** The banner's ready-made client entries: Streamable HTTP and stdio, JSON and `claude mcp add`. */
+export const clientEntries = (options: { readonly url: string; readonly bearer: string; readonly db: string; readonly bin: string }) => {
+  const { bearer, bin, db, url } = options
+  const node = process.execPath
+  const indent = (json: unknown) => JSON.stringify(json, null, 2).split("\n").map((l) => "    " + l).join("\n")
+  return [
+    `  Streamable HTTP (the daemon must be running):`,
     `    claude mcp add --transport http sophia ${url} --header "Authorization: Bearer ${bearer}"`,
-    `  Claude Desktop, Cursor or any Streamable HTTP client (mcpServers entry):`,
-    JSON.stringify({ mcpServers: { sophia: { type: "http", url, headers: { Authorization: `Bearer ${bearer}` } } } }, null, 2)
-      .split("\n").map((l) => "    " + l).join("\n"),
-    `  stdio clients:`,
-    `    SOPHIA_BEARER=${bearer} npx sophia stdio --db <same db>`
+    indent({ mcpServers: { sophia: { type: "http", url, headers: { Authorization: `Bearer ${bearer}` } } } }),
+    `  stdio (the client starts its own process on the same database; works from any folder):`,
+    `    claude mcp add sophia --env SOPHIA_BEARER=${bearer} -- ${shellQuote(node)} ${shellQuote(bin)} stdio --db ${shellQuote(db)}`,
+    indent({ mcpServers: { sophia: { command: node, args: [bin, "stdio", "--db", db], env: { SOPHIA_BEARER: bearer } } } })
   ].join("\n")
+}
+
+// ---------------------------------------------------------------------------------------------------
+// sophia serve
 
 const serve = Command.make(
   "serve",
   {
-    host: Options.text("host").pipe(Options.withDefault("127.0.0.1")),
-    port: Options.integer("port").pipe(Options.withDefault(7337)),
-    db,
+    ...globals,
+    host: Options.text("host").pipe(Options.withDescription("interface to listen on"), Options.withDefault("127.0.0.1")),
+    port: Options.integer("port").pipe(Options.withDescription("TCP port (0 picks a free one)"), Options.withDefault(7337)),
     toolNames
   },
-  ({ db, host, port, toolNames }) =>
+  (o) =>
     Effect.gen(function*() {
-      yield* refusePostgres
+      yield* checkPort(o.port)
+      const store = yield* storeOf(o)
+      const [app, { HttpServer }, { Auth }, { TracingLive }] = yield* Effect.promise(() =>
+        Promise.all([
+          import("./index.js"),
+          import("./mcp/Http.js"),
+          import("./services/Auth.js"),
+          import("./observability/Tracing.js")
+        ])
+      )
+      const where = "url" in store ? "Postgres" : store.filename
+      const banner = Layer.effectDiscard(Effect.gen(function*() {
+        const auth = yield* Auth
+        const http = yield* HttpServer
+        const minted = yield* auth.bootstrapOwner()
+        const bin = binPath()
+        const dbFlag = "url" in store ? "--database-url <url>" : `--db ${shellQuote(store.filename)}`
+        const ready = `Sophia ${VERSION} listening; MCP endpoint ${http.mcpUrl} (database ${where}; pid ${process.pid})`
+        // one write, so a reader that saw the endpoint line has the bearer too
+        yield* Console.log(Option.match(minted, {
+          onNone: () => ready,
+          onSome: ({ bearer, name }) =>
+            [
+              ready,
+              ``,
+              `First start: created the owner and a first full connection "${name}".`,
+              `Its bearer is shown once, now; store it:`,
+              ``,
+              `    ${bearer}`,
+              ``,
+              clientEntries({ url: http.mcpUrl, bearer, db: "url" in store ? "<url>" : store.filename, bin }),
+              ``,
+              `Mint more:  ${shellQuote(process.execPath)} ${shellQuote(bin)} connection create --name <agent> --profile observer|assistant|full ${dbFlag}`,
+              `Approvals:  ${shellQuote(process.execPath)} ${shellQuote(bin)} approvals list ${dbFlag}`,
+              `Stop:       Ctrl-C, or kill ${process.pid} (SIGTERM); metrics at ${http.baseUrl}/metrics`,
+              ``
+            ].join("\n")
+        }))
+      }))
       yield* Layer.launch(
-        Layer.effectDiscard(Effect.gen(function*() {
-          const auth = yield* Auth
-          const http = yield* HttpServer
-          const minted = yield* auth.bootstrapOwner()
-          const ready = `Sophia ${SERVER_INFO.version} listening; MCP endpoint ${http.mcpUrl} (database ${db})`
-          // one write, so a reader that saw the endpoint line has the bearer too
-          yield* Console.log(Option.match(minted, {
-            onNone: () => ready,
-            onSome: ({ bearer, name }) =>
-              [
-                ready,
-                ``,
-                `First start: created the owner and a first full connection "${name}".`,
-                `Its bearer is shown once, now; store it:`,
-                ``,
-                `    ${bearer}`,
-                ``,
-                clientConfig(http.mcpUrl, bearer),
-                ``,
-                `Mint more: npx sophia connection create --name <agent> --profile observer|assistant|full --db ${db}`,
-                ``
-              ].join("\n")
-          }))
-        })).pipe(Layer.provideMerge(ServeLive({ filename: db, host, port, naming: toolNames as ToolNaming })))
+        banner.pipe(
+          Layer.provideMerge(app.ServeLive({ store, host: o.host, port: o.port, naming: o.toolNames })),
+          Layer.provide(TracingLive({ name: "sophia", version: VERSION }))
+        )
       )
     })
-)
+).pipe(Command.withDescription("run the daemon: Streamable HTTP MCP at /mcp, REST at /api/tools/<tool>, /healthz, /metrics"))
 
-const stdio = Command.make("stdio", { db, toolNames }, ({ db, toolNames }) =>
+// ---------------------------------------------------------------------------------------------------
+// sophia stdio
+
+const stdio = Command.make("stdio", { ...globals, toolNames }, (o) =>
   Effect.gen(function*() {
-    yield* refusePostgres
     const bearer = yield* Config.redacted("SOPHIA_BEARER").pipe(
-      Effect.mapError(() => new Error("set SOPHIA_BEARER to the bearer of the connection this stdio server speaks for"))
+      Effect.mapError(() =>
+        new CliFailure({ message: "set SOPHIA_BEARER to the bearer of the connection this stdio server speaks for" })
+      )
     )
-    yield* serveStdio(bearer, toolNames as ToolNaming).pipe(
-      Effect.catchTag("Unauthenticated", (e) => Effect.fail(new Error(`SOPHIA_BEARER: ${e.message}`))),
-      Effect.provide(DaemonLive(db))
+    const store = yield* existingStoreOf(o)
+    const [app, { serveStdio }, { TracingLive }] = yield* Effect.promise(() =>
+      Promise.all([import("./index.js"), import("./mcp/Stdio.js"), import("./observability/Tracing.js")])
     )
-  }))
+    yield* serveStdio(bearer, o.toolNames).pipe(
+      Effect.catchTag("Unauthenticated", (e) => Effect.fail(new CliFailure({ message: `SOPHIA_BEARER: ${e.message}` }))),
+      Effect.provide(app.DaemonLive(store).pipe(Layer.provide(TracingLive({ name: "sophia", version: VERSION }))))
+    )
+  })).pipe(Command.withDescription("MCP over stdin/stdout for one connection (bearer from env SOPHIA_BEARER); logs go to stderr"))
 
-const printJson = (value: unknown) => Console.log(JSON.stringify(value))
-
-/** CLI refusals are printed as one line on stderr with a non-zero exit. */
-const withAuth = <A, E>(dbPath: string, f: (auth: Auth) => Effect.Effect<A, E>) =>
-  Effect.gen(function*() {
-    yield* refusePostgres
-    const auth = yield* Auth
-    return yield* f(auth)
-  }).pipe(Effect.provide(SophiaLive(dbPath)))
+// ---------------------------------------------------------------------------------------------------
+// sophia connection create|list|revoke|rename
 
 const create = Command.make(
   "create",
   {
-    name: Options.text("name"),
-    profile: Options.choice("profile", PROFILES),
+    ...globals,
+    name: Options.text("name").pipe(Options.withDescription("the agent's name (unique among live connections)")),
+    profile: Options.choice("profile", ["observer", "assistant", "full"] as const).pipe(
+      Options.withDescription("observer reads; assistant also coordinates (writes need approval); full also writes")
+    ),
     user,
-    scope: Options.text("scope").pipe(Options.optional, Options.withDescription("entity ids, comma-separated")),
-    db
+    scope: Options.text("scope").pipe(
+      Options.withDescription("entity ids this connection may read, comma-separated (default: all)"),
+      Options.optional
+    )
   },
-  ({ db, name, profile, scope, user }) =>
-    withAuth(db, (auth) =>
-      auth.createConnection({
-        name,
-        profile,
-        user: Option.getOrUndefined(user),
-        scope: Option.match(scope, {
-          onNone: () => [],
-          onSome: (s) => s.split(",").map((x) => x.trim()).filter((x) => x.length > 0)
-        })
-      })).pipe(
-        Effect.flatMap((m: MintedConnection) =>
-          printJson({ connection_id: m.connection_id, name: m.name, profile: m.profile, user_id: m.user_id, bearer: m.bearer })
-        )
-      )
-)
+  (o) =>
+    Effect.gen(function*() {
+      const store = yield* storeOf(o)
+      const m = yield* withServices(store, (app) =>
+        Effect.flatMap(app.Auth, (auth) =>
+          auth.createConnection({
+            name: o.name,
+            profile: o.profile,
+            user: Option.getOrUndefined(o.user),
+            scope: Option.match(o.scope, {
+              onNone: () => [],
+              onSome: (s) => s.split(",").map((x) => x.trim()).filter((x) => x.length > 0)
+            })
+          })))
+      yield* printJson({ connection_id: m.connection_id, name: m.name, profile: m.profile, user_id: m.user_id, bearer: m.bearer })
+    })
+).pipe(Command.withDescription("mint a connection; prints one JSON object with its bearer (shown once)"))
 
-const list = Command.make("list", { db, user }, ({ db, user }) =>
-  withAuth(db, (auth) => auth.list(Option.getOrUndefined(user))).pipe(Effect.flatMap(printJson)))
+const list = Command.make("list", { ...globals, user }, (o) =>
+  Effect.flatMap(existingStoreOf(o), (store) =>
+    withServices(store, (app) => Effect.flatMap(app.Auth, (auth) => auth.list(Option.getOrUndefined(o.user)))).pipe(
+      Effect.flatMap(printJson)
+    ))).pipe(Command.withDescription("list connections as JSON (never their bearers)"))
 
-const selector = Args.text({ name: "id|name" })
+const selector = Args.text({ name: "id|name" }).pipe(Args.withDescription("connection id, its first 8 characters, or its name"))
 
-const revoke = Command.make("revoke", { db, user, selector }, ({ db, selector, user }) =>
-  withAuth(db, (auth) => auth.revoke(selector, Option.getOrUndefined(user))).pipe(Effect.flatMap(printJson)))
+const revoke = Command.make("revoke", { ...globals, user, selector }, (o) =>
+  Effect.flatMap(existingStoreOf(o), (store) =>
+    withServices(store, (app) => Effect.flatMap(app.Auth, (auth) => auth.revoke(o.selector, Option.getOrUndefined(o.user))))
+      .pipe(Effect.flatMap(printJson)))).pipe(Command.withDescription("revoke a connection; its bearer stops working on the next call"))
 
 const rename = Command.make(
   "rename",
-  { db, user, selector, newName: Args.text({ name: "new-name" }) },
-  ({ db, newName, selector, user }) =>
-    withAuth(db, (auth) => auth.rename(selector, newName, Option.getOrUndefined(user))).pipe(Effect.flatMap(printJson))
+  { ...globals, user, selector, newName: Args.text({ name: "new-name" }).pipe(Args.withDescription("the new name")) },
+  (o) =>
+    Effect.flatMap(existingStoreOf(o), (store) =>
+      withServices(store, (app) =>
+        Effect.flatMap(app.Auth, (auth) => auth.rename(o.selector, o.newName, Option.getOrUndefined(o.user)))).pipe(
+          Effect.flatMap(printJson)
+        ))
+).pipe(Command.withDescription("rename a connection (past posts show the new name)"))
+
+const connection = Command.make("connection").pipe(
+  Command.withDescription("mint, list, revoke and rename the connections agents use"),
+  Command.withSubcommands([create, list, revoke, rename])
 )
 
-const connection = Command.make("connection").pipe(Command.withSubcommands([create, list, revoke, rename]))
+// ---------------------------------------------------------------------------------------------------
+// sophia ledger verify
 
-/** `sophia ledger verify`: recompute every hash and state from scratch; JSON report, non-zero exit on a break. */
-const ledgerVerify = Command.make("verify", { db }, ({ db }) =>
+const ledgerVerify = Command.make("verify", { ...globals }, (o) =>
   Effect.gen(function*() {
-    yield* refusePostgres
-    const report = yield* (yield* Ledger).verify()
+    const store = yield* existingStoreOf(o)
+    const report = yield* withServices(store, (app) => Effect.flatMap(app.Ledger, (ledger) => ledger.verify()))
     yield* printJson(report)
     if (!report.ok) {
       const b = report.first_break!
-      return yield* Effect.fail(new Error(`ledger broken: ${b.work_id} seq ${b.seq}: ${b.reason}`))
+      return yield* new CliFailure({ message: `ledger broken: ${b.work_id} seq ${b.seq}: ${b.reason}` })
     }
-  }).pipe(Effect.provide(SophiaLive(db))))
+  })).pipe(Command.withDescription("recompute every ledger hash and state from scratch; JSON report, exit 1 on a break"))
 
-const ledger = Command.make("ledger").pipe(Command.withSubcommands([ledgerVerify]))
+const ledger = Command.make("ledger").pipe(
+  Command.withDescription("check the hash-chained work ledger"),
+  Command.withSubcommands([ledgerVerify])
+)
 
-/** The owner's channel for approvals (elevated calls are approved only here, or later in the portal). */
-const withApprovals = <A, E>(dbPath: string, f: (approvals: Approvals) => Effect.Effect<A, E>) =>
-  Effect.gen(function*() {
-    yield* refusePostgres
-    return yield* f(yield* Approvals)
-  }).pipe(Effect.provide(SophiaLive(dbPath)))
+// ---------------------------------------------------------------------------------------------------
+// sophia approvals list|approve|deny
 
 const approvalsList = Command.make(
   "list",
-  { db, all: Options.boolean("all").pipe(Options.withDescription("decided and executed ones too")) },
-  ({ all, db }) => withApprovals(db, (approvals) => approvals.list({ all })).pipe(Effect.flatMap(printJson))
+  { ...globals, all: Options.boolean("all").pipe(Options.withDescription("decided and executed ones too (default: pending only)")) },
+  (o) =>
+    Effect.flatMap(existingStoreOf(o), (store) =>
+      withServices(store, (app) => Effect.flatMap(app.Approvals, (a) => a.list({ all: o.all }))).pipe(Effect.flatMap(printJson)))
+).pipe(Command.withDescription("list approvals waiting for the owner, as JSON"))
+
+const approvalId = Args.text({ name: "approval-id" }).pipe(Args.withDescription("the approval's id (from approvals list)"))
+const decide = (decision: "approved" | "denied") => (o: Globals & { readonly approvalId: string }) =>
+  Effect.flatMap(existingStoreOf(o), (store) =>
+    withServices(store, (app) => Effect.flatMap(app.Approvals, (a) => a.decide(o.approvalId, decision))).pipe(
+      Effect.flatMap(printJson)
+    ))
+const approvalsApprove = Command.make("approve", { ...globals, approvalId }, decide("approved")).pipe(
+  Command.withDescription("approve a pending call; the agent's repeated call (with approval_id) then runs once")
 )
-const approvalId = Args.text({ name: "approval-id" })
-const approvalsApprove = Command.make("approve", { db, approvalId }, ({ approvalId, db }) =>
-  withApprovals(db, (approvals) => approvals.decide(approvalId, "approved")).pipe(Effect.flatMap(printJson)))
-const approvalsDeny = Command.make("deny", { db, approvalId }, ({ approvalId, db }) =>
-  withApprovals(db, (approvals) => approvals.decide(approvalId, "denied")).pipe(Effect.flatMap(printJson)))
+const approvalsDeny = Command.make("deny", { ...globals, approvalId }, decide("denied")).pipe(
+  Command.withDescription("deny a pending call; the agent's repeated call is refused with approval_denied")
+)
 
-const approvals = Command.make("approvals").pipe(Command.withSubcommands([approvalsList, approvalsApprove, approvalsDeny]))
+const approvals = Command.make("approvals").pipe(
+  Command.withDescription("the owner's decisions on gated calls"),
+  Command.withSubcommands([approvalsList, approvalsApprove, approvalsDeny])
+)
 
-const sophia = Command.make("sophia").pipe(Command.withSubcommands([serve, stdio, connection, ledger, approvals]))
+// ---------------------------------------------------------------------------------------------------
+// sophia backup --out FILE
 
-const cli = Command.run(sophia, { name: "sophia", version: SERVER_INFO.version })
-
-// Logs go to stderr, always: stdout carries command output, and in stdio mode only MCP messages.
-const StderrLogger = Logger.replace(Logger.defaultLogger, Logger.withConsoleError(Logger.logfmtLogger))
-
-cli(process.argv).pipe(
-  Effect.catchAllCause((cause) =>
-    Effect.sync(() => {
-      // @effect/cli has already printed its own usage errors; anything else gets a short line on stderr
-      const error = Cause.squash(cause)
-      if (Cause.isInterruptedOnly(cause)) return
-      if (!CliValidationError.isValidationError(error)) {
-        const known = typeof error === "object" && error !== null && "message" in error && !Cause.isDie(cause)
-        process.stderr.write(
-          known ? `sophia: ${(error as { message: string }).message}\n` : `sophia: internal error\n${Cause.pretty(cause)}\n`
-        )
+const backup = Command.make(
+  "backup",
+  { ...globals, out: Options.text("out").pipe(Options.withDescription("the new file to write (must not exist)")) },
+  (o) =>
+    Effect.gen(function*() {
+      const store = yield* existingStoreOf(o)
+      if ("url" in store) {
+        return yield* new CliFailure({ message: "backup copies a SQLite file; for Postgres use pg_dump" })
       }
-      process.exitCode = 1
+      const app = yield* loadApp
+      yield* printJson(yield* app.backupSqlite(store.filename, o.out))
     })
-  ),
-  Effect.provide(Layer.mergeAll(NodeContext.layer, StderrLogger)),
-  Logger.withMinimumLogLevel(LogLevel.Info),
-  // errors are reported above, on stderr; runMain's own report would go through a logger we do not control
-  NodeRuntime.runMain({ disableErrorReporting: true })
+).pipe(Command.withDescription("an online, consistent copy of the SQLite database (safe while the daemon writes)"))
+
+// ---------------------------------------------------------------------------------------------------
+// the command list (a new subcommand: one block above, one entry here)
+
+const commands = [serve, stdio, connection, ledger, approvals, backup] as const
+/** commands that only group others: alone, they print their help */
+const GROUPS = new Set(["connection", "ledger", "approvals"])
+
+const sophia = Command.make("sophia").pipe(
+  Command.withDescription("the shared state layer (MCP server) for fleets of AI agents"),
+  Command.withSubcommands(commands)
 )
+
+const cli = Command.run(sophia, { name: "sophia", version: VERSION })
+
+// ---------------------------------------------------------------------------------------------------
+// argv: global flags anywhere, bare groups print help
+
+const GLOBAL_FLAGS = new Set(["--db", "--database-url", "--log-format"])
+
+export interface ParsedArgv {
+  readonly args: ReadonlyArray<string>
+  readonly logLevel: LogLevelName
+  readonly logFormat: LogFormat
+  readonly error?: string
+}
+
+/**
+ * Global flags given before the subcommand move after it (each command declares them); `--log-level`
+ * is taken out wherever it is (the CLI library only accepts it first); a bare `sophia` or group gets
+ * `--help`.
+ */
+export const normalizeArgv = (argv: ReadonlyArray<string>): ParsedArgv => {
+  const [runtime = "node", script = "sophia", ...rest] = argv
+  const kept: Array<string> = []
+  const moved: Array<string> = []
+  let logLevel: LogLevelName = "info"
+  let logFormat: LogFormat = "pretty"
+  let error: string | undefined
+  let commandSeen = false
+  for (let i = 0; i < rest.length; i++) {
+    const arg = rest[i]!
+    if (arg === "--") {
+      kept.push(...rest.slice(i))
+      break
+    }
+    const eq = arg.startsWith("--") ? arg.indexOf("=") : -1
+    const flag = eq > 0 ? arg.slice(0, eq) : arg
+    const inline = eq > 0 ? arg.slice(eq + 1) : undefined
+    if (flag === "--log-level") {
+      const value = inline ?? rest[++i]
+      if (value !== undefined && (LOG_LEVELS as ReadonlyArray<string>).includes(value)) logLevel = value as LogLevelName
+      else error = `--log-level must be one of ${LOG_LEVELS.join(", ")}; got ${value ?? "nothing"}`
+      continue
+    }
+    if (GLOBAL_FLAGS.has(flag)) {
+      const value = inline ?? rest[i + 1]
+      if (flag === "--log-format" && value !== undefined && (LOG_FORMATS as ReadonlyArray<string>).includes(value)) {
+        logFormat = value as LogFormat
+      }
+      const target = commandSeen ? kept : moved
+      target.push(arg)
+      if (inline === undefined && i + 1 < rest.length) target.push(rest[++i]!)
+      continue
+    }
+    if (!arg.startsWith("-")) commandSeen = true
+    kept.push(arg)
+  }
+  const words = kept.filter((a) => !a.startsWith("-"))
+  const builtIn = kept.some((a) => a === "--help" || a === "-h" || a === "--version" || a === "--wizard" || a === "--completions")
+  const bare = !builtIn && (words.length === 0 || (words.length === 1 && GROUPS.has(words[0]!)))
+  const args = [runtime, script, ...kept, ...(bare ? ["--help"] : moved)]
+  return error === undefined ? { args, logLevel, logFormat } : { args, logLevel, logFormat, error }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// output: no colour codes unless the stream is a terminal; failures in one line
+
+const ANSI = /\x1b\[[0-9;]*m/g
+const colourOn = (stream: NodeJS.WriteStream) =>
+  stream.isTTY === true && (process.env.NO_COLOR ?? "") === "" && process.env.TERM !== "dumb"
+const plain = (colour: boolean) => (args: ReadonlyArray<unknown>) =>
+  colour ? args : args.map((a) => (typeof a === "string" ? a.replace(ANSI, "") : a))
+
+const cliConsole = (base: Console.Console): Console.Console => {
+  const out = plain(colourOn(process.stdout))
+  const err = plain(colourOn(process.stderr))
+  return {
+    ...base,
+    log: (...args: ReadonlyArray<unknown>) => base.log(...out(args)),
+    info: (...args: ReadonlyArray<unknown>) => base.info(...out(args)),
+    error: (...args: ReadonlyArray<unknown>) => base.error(...err(args)),
+    warn: (...args: ReadonlyArray<unknown>) => base.warn(...err(args))
+  }
+}
+
+const oneLine = (s: string) => s.replace(ANSI, "").replace(/\s*\n\s*/g, " ").trim()
+
+const report = (cause: Cause.Cause<unknown>, debug: boolean) =>
+  Effect.sync(() => {
+    if (Cause.isInterruptedOnly(cause)) return
+    process.exitCode = 1
+    const failure = Cause.failureOption(cause)
+    if (Option.isSome(failure)) {
+      const error = failure.value
+      // @effect/cli has already printed its own usage errors (on stderr)
+      if (CliValidationError.isValidationError(error)) return
+      const message = typeof error === "object" && error !== null && "message" in error ? String(error.message) : String(error)
+      process.stderr.write(`sophia: ${oneLine(message)}\n`)
+      return
+    }
+    const defect = Cause.squash(cause)
+    const message = defect instanceof Error ? defect.message : String(defect)
+    process.stderr.write(
+      `sophia: internal error: ${oneLine(message)}${debug ? `\n${Cause.pretty(cause)}` : " (--log-level debug shows the stack)"}\n`
+    )
+  })
+
+const parsed = normalizeArgv(process.argv)
+
+if (parsed.error !== undefined) {
+  process.stderr.write(`sophia: ${parsed.error}\n`)
+  process.exitCode = 1
+} else {
+  const debug = ["all", "trace", "debug"].includes(parsed.logLevel)
+  Effect.suspend(() => cli(parsed.args)).pipe(
+    Effect.catchAllCause((cause) => report(cause, debug)),
+    Effect.provide(Layer.mergeAll(NodeContext.layer, loggerLayer(parsed.logFormat))),
+    Logger.withMinimumLogLevel(logLevelOf(parsed.logLevel)),
+    Effect.withConsole(cliConsole(Effect.runSync(Console.consoleWith(Effect.succeed)))),
+    // failures are reported above, on stderr; runMain's own report would go through a logger we do not control
+    NodeRuntime.runMain({ disableErrorReporting: true })
+  )
+}

@@ -8,8 +8,9 @@ import type { Caller } from "../domain/Auth.js"
 import type { CallOutcome, Dispatcher } from "./Dispatch.js"
 import { AUTH_MESSAGE } from "./Refusals.js"
 import type { ToolNaming } from "./Registry.js"
+import { VERSION } from "../Version.js"
 
-export const SERVER_INFO = { name: "sophia", version: "0.1.0" } as const
+export const SERVER_INFO = { name: "sophia", version: VERSION } as const
 
 export const INSTRUCTIONS = "Sophia is the shared state layer of your agent fleet. Start with sophia.orient; " +
   "every result carries _inbox_unread (your unread posts). Use sophia.execute_code for 3+ reads or a read-modify-write."

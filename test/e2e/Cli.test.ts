@@ -123,6 +123,7 @@ describe("sophia CLI (real child processes)", { timeout: 180_000 }, () => {
 
   it("sophia stdio refuses to start without a valid bearer", () => {
     const db = tempDb()
+    assert.strictEqual(sophia(["connection", "create", "--name", "someone", "--profile", "full", "--db", db]).status, 0)
     const r = sophia(["stdio", "--db", db], { SOPHIA_BEARER: "sph_nope" })
     assert.notStrictEqual(r.status, 0)
     assert.strictEqual(r.stdout, "", "nothing but MCP ever goes to stdout")

@@ -1,0 +1,87 @@
+#!/usr/bin/env node
+/**
+ * `npm run build` (also run by `npm ci` through `prepare`, and by the test suite's global setup):
+ *  1. the library: every src/**\/*.ts transpiled one-to-one to dist/ (esbuild, no bundling: an embedder's
+ *     `effect` stays the one instance), plus src/sandbox/child.mjs where Sandbox.js looks for it;
+ *  2. its declarations: `tsc -p tsconfig.build.json` (dist/**\/*.d.ts);
+ *  3. the CLI: src/main.ts bundled to dist/cli/ (code-split, minified; native modules external) so a
+ *     command starts by parsing a few files instead of resolving hundreds of modules.
+ * `--if-stale` skips the build when dist/ is newer than src/, package.json and this script.
+ */
+import { spawnSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { build } from "esbuild"
+
+const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), "..")
+const src = path.join(root, "src")
+const dist = path.join(root, "dist")
+const stamp = path.join(dist, ".build-stamp")
+
+const walk = (dir) =>
+  fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? walk(path.join(dir, e.name)) : [path.join(dir, e.name)]))
+
+const inputs = () => [...walk(src), path.join(root, "package.json"), path.join(root, "tsconfig.build.json"), new URL(import.meta.url).pathname]
+const newest = () => Math.max(...inputs().map((f) => fs.statSync(f).mtimeMs))
+
+if (process.argv.includes("--if-stale") && fs.existsSync(stamp) && fs.statSync(stamp).mtimeMs >= newest()) {
+  process.exit(0)
+}
+
+const started = Date.now()
+// build into a fresh folder and swap it in, so a process running the old dist/ never reads a half-written file
+const next = path.join(root, `.dist-next-${process.pid}`)
+fs.rmSync(next, { recursive: true, force: true })
+
+const sources = walk(src).filter((f) => f.endsWith(".ts"))
+const external = ["better-sqlite3", "isolated-vm", "esbuild"]
+
+await build({
+  entryPoints: sources,
+  outdir: next,
+  outbase: src,
+  format: "esm",
+  platform: "node",
+  target: "node20",
+  sourcemap: true,
+  logLevel: "warning"
+})
+for (const f of walk(src).filter((f) => f.endsWith(".mjs"))) {
+  const to = path.join(next, path.relative(src, f))
+  fs.mkdirSync(path.dirname(to), { recursive: true })
+  fs.copyFileSync(f, to)
+}
+
+const tsc = spawnSync(process.execPath, [path.join(root, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.build.json", "--outDir", next], {
+  cwd: root,
+  stdio: "inherit"
+})
+if (tsc.status !== 0) {
+  fs.rmSync(next, { recursive: true, force: true })
+  console.error("sophia build: tsc failed")
+  process.exit(1)
+}
+
+await build({
+  entryPoints: { sophia: path.join(src, "main.ts") },
+  outdir: path.join(next, "cli"),
+  chunkNames: "[name]-[hash]", // beside sophia.js: ../sandbox/child.mjs resolves from any chunk
+  bundle: true,
+  splitting: true,
+  minify: true,
+  format: "esm",
+  platform: "node",
+  target: "node20",
+  external,
+  // CommonJS dependencies inside the ESM bundle still call require()
+  banner: { js: "import { createRequire as __sophiaRequire } from \"node:module\"; const require = __sophiaRequire(import.meta.url);" },
+  legalComments: "none",
+  logLevel: "warning"
+})
+
+const old = path.join(root, `.dist-old-${process.pid}`)
+if (fs.existsSync(dist)) fs.renameSync(dist, old)
+fs.renameSync(next, dist)
+fs.rmSync(old, { recursive: true, force: true })
+fs.writeFileSync(stamp, new Date().toISOString() + "\n")
+console.error(`sophia build: dist/ in ${((Date.now() - started) / 1000).toFixed(1)} s`)
