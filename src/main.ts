@@ -26,11 +26,15 @@ class CliFailure extends Schema.TaggedError<CliFailure>()("CliFailure", { messag
 
 const DEFAULT_DB = "./.sophia/sophia.db"
 
+/** `Options.withDefault` plus the default in the help text (@effect/cli does not print plain defaults). */
+const withDefault = <A>(value: NoInfer<A>, shown: string = JSON.stringify(value)) => (self: Options.Options<A>): Options.Options<A> =>
+  self.pipe(Options.withDescription(`(default: ${shown})`), Options.withDefault(value))
+
 /** The global flags every command accepts (declared on each command, so each help lists them). */
 const globals = {
   db: Options.text("db").pipe(
     Options.withDescription("SQLite database file (serve and connection create create it, with its folder)"),
-    Options.withDefault(DEFAULT_DB)
+    withDefault(DEFAULT_DB, DEFAULT_DB)
   ),
   databaseUrl: Options.text("database-url").pipe(
     Options.withDescription("Postgres URL instead of --db (default: env SOPHIA_DATABASE_URL, else --db)"),
@@ -38,14 +42,14 @@ const globals = {
   ),
   logFormat: Options.choice("log-format", LOG_FORMATS).pipe(
     Options.withDescription("log lines on stderr: pretty (for people) or json (one object per line)"),
-    Options.withDefault("pretty" as LogFormat)
+    withDefault<LogFormat>("pretty", "pretty")
   )
 }
 type Globals = { readonly db: string; readonly databaseUrl: Option.Option<string> }
 
 const toolNames = Options.choice("tool-names", ["underscore", "dotted"]).pipe(
   Options.withDescription("advertise tools as sophia_x (clients that refuse dots) or sophia.x; both are always accepted"),
-  Options.withDefault("underscore" as const)
+  withDefault<"underscore" | "dotted">("underscore", "underscore")
 )
 const user = Options.text("user").pipe(Options.withDescription("user name (default: the owner)"), Options.optional)
 
@@ -130,8 +134,8 @@ const serve = Command.make(
   "serve",
   {
     ...globals,
-    host: Options.text("host").pipe(Options.withDescription("interface to listen on"), Options.withDefault("127.0.0.1")),
-    port: Options.integer("port").pipe(Options.withDescription("TCP port (0 picks a free one)"), Options.withDefault(7337)),
+    host: Options.text("host").pipe(Options.withDescription("interface to listen on"), withDefault("127.0.0.1", "127.0.0.1")),
+    port: Options.integer("port").pipe(Options.withDescription("TCP port (0 picks a free one)"), withDefault(7337)),
     toolNames
   },
   (o) =>
@@ -463,6 +467,6 @@ if (parsed.error !== undefined) {
     Logger.withMinimumLogLevel(logLevelOf(parsed.logLevel)),
     Effect.withConsole(cliConsole(Effect.runSync(Console.consoleWith(Effect.succeed)))),
     // failures are reported above, on stderr; runMain's own report would go through a logger we do not control
-    NodeRuntime.runMain({ disableErrorReporting: true })
+    NodeRuntime.runMain({ disableErrorReporting: true, disablePrettyLogger: true })
   )
 }
