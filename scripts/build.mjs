@@ -43,7 +43,7 @@ await build({
   format: "esm",
   platform: "node",
   target: "node20",
-  sourcemap: true,
+  sourcemap: false,
   logLevel: "warning"
 })
 for (const f of walk(src).filter((f) => f.endsWith(".mjs"))) {

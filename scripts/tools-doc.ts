@@ -1,0 +1,14 @@
+/** Writes docs/tools.md from the tool registry: `npm run docs:tools`. */
+import { Effect } from "effect"
+import { SophiaTest } from "../src/layers/App.js"
+import { ToolRegistry } from "../src/mcp/Registry.js"
+const prog = Effect.gen(function* () {
+  const reg = yield* ToolRegistry
+  const lines = ["# Tool reference", "", "Generated from the tool registry (`npm run docs:tools`). Every tool is advertised as `sophia_<name>` by default and accepted as `sophia.<name>` too; `POST /api/tools/<name>` calls it over REST. `sophia.capability_catalog` returns the same list with the full input and output JSON Schemas at run time.", "", "| tool | group | access | description |", "|---|---|---|---|"]
+  for (const t of reg.tools) {
+    lines.push(`| \`${t.name}\` | ${t.group} | ${t.access} | ${t.description.replace(/\|/g, "\\|").replace(/\n+/g, " ")} |`)
+  }
+  lines.push("", "Access classes: `read` (every profile), `coordinate` (assistant and full), `write` (full; an assistant needs a per-call approval), `elevated` (always the owner's explicit approval). See [refusal-codes.md](refusal-codes.md) for what a refused call returns.", "")
+  process.stdout.write(lines.join("\n"))
+})
+Effect.runPromise(prog.pipe(Effect.provide(SophiaTest), Effect.scoped) as any).then(() => process.exit(0))
