@@ -10,7 +10,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
-import { execFileSync, spawnSync } from "node:child_process"
+import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -19,18 +19,28 @@ import { ROOT } from "../support/Cli.js"
 const PKG = JSON.parse(fs.readFileSync(path.join(ROOT, "package.json"), "utf8"))
 const TSC = path.join(ROOT, "node_modules/typescript/bin/tsc")
 
-const sh = (cmd: string, args: ReadonlyArray<string>, cwd: string, env: Record<string, string> = {}) => {
-  const r = spawnSync(cmd, args, { cwd, encoding: "utf8", env: { ...process.env, SOPHIA_DATABASE_URL: "", ...env }, timeout: 120_000 })
-  return { status: r.status, stdout: r.stdout ?? "", stderr: r.stderr ?? "" }
-}
+/** Run a command without blocking the test worker (long synchronous spawns starve vitest's RPC). */
+const sh = (cmd: string, args: ReadonlyArray<string>, cwd: string, env: Record<string, string> = {}) =>
+  new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
+    const child = spawn(cmd, args, { cwd, env: { ...process.env, SOPHIA_DATABASE_URL: "", ...env } })
+    let stdout = ""
+    let stderr = ""
+    child.stdout.on("data", (d) => (stdout += d))
+    child.stderr.on("data", (d) => (stderr += d))
+    const timer = setTimeout(() => child.kill("SIGKILL"), 150_000)
+    child.once("exit", (status) => {
+      clearTimeout(timer)
+      resolve({ status, stdout, stderr })
+    })
+  })
 
 describe("the npm package", { timeout: 240_000 }, () => {
   it("packs, installs into an app, runs and imports with plain node, type-checks, serves stdio from anywhere", async () => {
     const work = fs.mkdtempSync(path.join(os.tmpdir(), "sophia-pkg-"))
     // 1. pack the built package (dist/ is fresh: the test setup builds it)
-    const packed = JSON.parse(
-      execFileSync("npm", ["pack", "--ignore-scripts", "--json", "--pack-destination", work], { cwd: ROOT, encoding: "utf8" })
-    )[0]
+    const pack = await sh("npm", ["pack", "--ignore-scripts", "--json", "--pack-destination", work], ROOT)
+    assert.strictEqual(pack.status, 0, pack.stderr)
+    const packed = JSON.parse(pack.stdout)[0]
     const files: Array<string> = packed.files.map((f: { path: string }) => f.path)
     assert.include(files, "bin/sophia.js")
     assert.include(files, "dist/index.js")
@@ -53,7 +63,7 @@ describe("the npm package", { timeout: 240_000 }, () => {
     const app = path.join(work, "app")
     fs.mkdirSync(app)
     fs.writeFileSync(path.join(app, "package.json"), JSON.stringify({ name: "consumer", private: true, type: "module" }))
-    const installed = sh("npm", [
+    const installed = await sh("npm", [
       "install",
       path.join(work, packed.filename),
       "--prefer-offline",
@@ -70,11 +80,11 @@ describe("the npm package", { timeout: 240_000 }, () => {
     const bin = path.join(installedPkg, "bin/sophia.js")
 
     // 3. the bin with plain node, from the app's folder
-    const version = sh(process.execPath, [path.join(app, "node_modules/.bin/sophia"), "--version"], app)
+    const version = await sh(process.execPath, [path.join(app, "node_modules/.bin/sophia"), "--version"], app)
     assert.strictEqual(version.status, 0, version.stderr)
     assert.strictEqual(version.stdout.trim(), PKG.version)
     const db = path.join(work, "graph", "sophia.db")
-    const created = sh(process.execPath, [bin, "connection", "create", "--name", "pkg-agent", "--profile", "full", "--db", db], app)
+    const created = await sh(process.execPath, [bin, "connection", "create", "--name", "pkg-agent", "--profile", "full", "--db", db], app)
     assert.strictEqual(created.status, 0, created.stderr)
     const minted = JSON.parse(created.stdout)
 
@@ -93,12 +103,12 @@ const program = Effect.gen(function* () {
 await Effect.runPromise(program.pipe(Effect.provide(SophiaTest), Effect.provide(Logger.remove(Logger.defaultLogger))))
 `
     )
-    const embedded = sh(process.execPath, ["embed.mjs"], app)
+    const embedded = await sh(process.execPath, ["embed.mjs"], app)
     assert.strictEqual(embedded.status, 0, embedded.stderr)
     assert.deepStrictEqual(JSON.parse(embedded.stdout), { ok: true, name: "embedded", profile: "full" })
 
     // the shipped embedding example runs as documented, from the app
-    const example = sh(process.execPath, [path.join(installedPkg, "examples/embed.mjs")], app)
+    const example = await sh(process.execPath, [path.join(installedPkg, "examples/embed.mjs")], app)
     assert.strictEqual(example.status, 0, example.stderr)
     assert.include(example.stdout, "through the Dispatcher: forbidden_profile")
 
@@ -132,10 +142,10 @@ export const program: Effect.Effect<CallOutcome, unknown, Auth | Dispatcher> = E
 export const run = Effect.runPromise(program.pipe(Effect.provide(SophiaTest)))
 `
     fs.writeFileSync(path.join(app, "consumer.ts"), consumer(`{ name: "typed", profile: "observer" }`))
-    const good = sh(process.execPath, [TSC, "-p", "."], app)
+    const good = await sh(process.execPath, [TSC, "-p", "."], app)
     assert.strictEqual(good.status, 0, `a correct consumer type-checks:\n${good.stdout}${good.stderr}`)
     fs.writeFileSync(path.join(app, "consumer.ts"), consumer(`{ name: 42, profile: "root" }`))
-    const bad = sh(process.execPath, [TSC, "-p", "."], app)
+    const bad = await sh(process.execPath, [TSC, "-p", "."], app)
     assert.notStrictEqual(bad.status, 0, "a wrong call is reported")
     assert.match(bad.stdout, /consumer\.ts\(6,\d+\): error TS2322/)
     assert.notMatch(bad.stdout, /node_modules/, "no error inside the package's own declarations")
