@@ -33,7 +33,7 @@ const program = Effect.gen(function*() {
 await Effect.runPromise(
   program.pipe(
     Effect.provide(SophiaTest),
-    // the per-call log line goes to the default logger; an embedder chooses its own
+    // an embedder chooses its loggers (the per-call log line is on only with RequestLogOn)
     Effect.provide(Logger.remove(Logger.defaultLogger))
   )
 )

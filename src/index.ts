@@ -50,6 +50,6 @@ export { backupSqlite, DaemonLive, EnvelopeLive, SophiaOn, storeLayer, StoreUnav
 export type { StoreChoice } from "./layers/App.js"
 export { HttpServer, ListenError } from "./mcp/Http.js"
 export type { HttpConfig } from "./mcp/Http.js"
-export { MetricsScrape, renderPrometheus } from "./observability/Metrics.js"
+export { MetricsScrape, renderPrometheus, RequestLog, RequestLogOn } from "./observability/Metrics.js"
 export { VERSION } from "./Version.js"
 export { SweepLive } from "./layers/Sweep.js"

@@ -22,7 +22,7 @@ import { Ledger } from "../services/Ledger.js"
 import { SandboxLive, SandboxWarmUp } from "../services/Sandbox.js"
 import { Orient } from "../services/Orient.js"
 import { Waits } from "../services/Waits.js"
-import { MetricsScrapeLive } from "../observability/Metrics.js"
+import { MetricsScrapeLive, RequestLogOn } from "../observability/Metrics.js"
 import type { StoreChoice } from "./Sql.js"
 import { SqliteLive, storeLayer } from "./Sql.js"
 
@@ -149,7 +149,10 @@ export const SophiaOn = (store: StoreChoice) => makeCore(storeLayer(store))
 
 /** The served daemon: the app plus the HTTP transport. */
 export const ServeLive = (options: { readonly store: StoreChoice } & Http.HttpConfig) =>
-  Layer.mergeAll(Http.layer(options), SweepLive, SandboxWarmUp).pipe(Layer.provideMerge(SophiaOn(options.store)))
+  Layer.mergeAll(Http.layer(options), SweepLive, SandboxWarmUp).pipe(
+    Layer.provideMerge(SophiaOn(options.store).pipe(Layer.provide(RequestLogOn)))
+  )
 
 /** A long-running process over a store without HTTP (stdio): the app plus the wait sweep. */
-export const DaemonLive = (store: StoreChoice) => Layer.merge(SweepLive, SandboxWarmUp).pipe(Layer.provideMerge(SophiaOn(store)))
+export const DaemonLive = (store: StoreChoice) =>
+  Layer.merge(SweepLive, SandboxWarmUp).pipe(Layer.provideMerge(SophiaOn(store).pipe(Layer.provide(RequestLogOn))))

@@ -6,7 +6,7 @@ import { projectRows, rowKeys, selectKeys } from "../domain/Projection.js"
 import { ARGUMENTS_MAX_DEPTH, checkArguments, formatJsonIssue, JSON_MAX_DEPTH } from "../domain/Json.js"
 import { nearest } from "../domain/Names.js"
 import type { ElicitAnswer } from "../domain/Approvals.js"
-import { recordToolCall } from "../observability/Metrics.js"
+import { recordToolCall, RequestLog } from "../observability/Metrics.js"
 import { Approvals } from "../services/Approvals.js"
 import { Auth } from "../services/Auth.js"
 import { Envelope } from "./Envelope.js"
@@ -43,6 +43,7 @@ export class Dispatcher extends Effect.Service<Dispatcher>()("sophia/Dispatcher"
     const approvals = yield* Approvals
     const registry = yield* ToolRegistry
     const envelope = yield* Envelope
+    const logCalls = yield* RequestLog
     const decoders = new Map<Tool, (u: unknown) => Effect.Effect<unknown, ParseResult.ParseError>>()
     const decoderOf = (tool: Tool) => {
       let d = decoders.get(tool)
@@ -142,6 +143,7 @@ export class Dispatcher extends Effect.Service<Dispatcher>()("sophia/Dispatcher"
         const result = outcome.ok ? "ok" : outcome.body.error.code
         yield* recordToolCall(tool, result, ms / 1000)
         yield* Effect.annotateCurrentSpan({ "sophia.tool": tool, "sophia.outcome": result })
+        if (!logCalls) return outcome
         yield* Effect.logInfo("tool call").pipe(Effect.annotateLogs({
           tool,
           outcome: result,

@@ -21,6 +21,13 @@ export const toolCallSeconds = Metric.histogram(
   "tool call latency by tool"
 )
 
+/**
+ * Whether the Dispatcher writes its one `info` line per tool call. Off by default (an embedder's or a
+ * test's default logger writes to stdout); the daemon and `sophia stdio` turn it on (`RequestLogOn`).
+ */
+export class RequestLog extends Context.Reference<RequestLog>()("sophia/RequestLog", { defaultValue: () => false }) {}
+export const RequestLogOn = Layer.succeed(RequestLog, true)
+
 /** Record one finished call. */
 export const recordToolCall = (tool: string, outcome: string, seconds: number) =>
   Effect.zipRight(
