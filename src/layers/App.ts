@@ -1,5 +1,5 @@
 import type { SqlClient } from "@effect/sql"
-import { Effect, Layer } from "effect"
+import { Effect, Layer, Queue } from "effect"
 import type { Caller } from "../domain/Auth.js"
 import { Dispatcher } from "../mcp/Dispatch.js"
 import { Envelope } from "../mcp/Envelope.js"
@@ -22,6 +22,7 @@ import { Ledger } from "../services/Ledger.js"
 import { SandboxLive, SandboxWarmUp } from "../services/Sandbox.js"
 import { Orient } from "../services/Orient.js"
 import { Waits } from "../services/Waits.js"
+import { Wakeups } from "../services/Wakeups.js"
 import { SqliteLive } from "./Sql.js"
 
 /** The store layers embedders choose from (the seam: everything above needs only `SqlClient`). */
@@ -68,10 +69,28 @@ export const EventWiring = Layer.effectDiscard(Effect.gen(function*() {
   })
 }))
 
+/**
+ * What wakes long polls (`wait_s`, `approval_status`, resource subscriptions): every committed domain
+ * event goes to `Wakeups.feed`, from one listener fiber that lives as long as the app. This is the one
+ * place events enter the wake-ups: a cross-daemon source (Postgres LISTEN/NOTIFY) feeds `wakeups.feed`
+ * here too. Listeners hear committed writes only (see `services/Events.ts`).
+ */
+export const WakeupFeed = Layer.scopedDiscard(Effect.gen(function*() {
+  const events = yield* Events
+  const wakeups = yield* Wakeups
+  const committed = yield* events.listen
+  yield* Queue.take(committed).pipe(
+    Effect.flatMap(wakeups.feed),
+    Effect.forever,
+    Effect.annotateLogs({ fiber: "wakeups" }),
+    Effect.forkScoped
+  )
+}))
+
 /** The store-facing services below the ledger (each provided the ones it asks). */
 const CoreServices = Layer.mergeAll(Coordination.Default, Approvals.Default).pipe(
   Layer.provideMerge(Auth.Default),
-  Layer.provideMerge(Events.Default)
+  Layer.provideMerge(Layer.merge(Events.Default, Wakeups.Default))
 )
 
 /**
@@ -81,7 +100,7 @@ const CoreServices = Layer.mergeAll(Coordination.Default, Approvals.Default).pip
 export const makeServices = <E = never, R = never>(
   ledger: Layer.Layer<Ledger, E, R | Auth | Events | SqlClient.SqlClient> = Ledger.Default
 ) =>
-  EventWiring.pipe(
+  Layer.merge(EventWiring, WakeupFeed).pipe(
     Layer.provideMerge(Orient.Default),
     Layer.provideMerge(Layer.mergeAll(Waits.Default, ledger, Knowledge.Default, Catalog.Default)),
     Layer.provideMerge(CoreServices),

@@ -21,7 +21,7 @@ export interface McpServerOptions {
   readonly naming: ToolNaming
   /** who is calling: checked against the connection row on every request; undefined = not authenticated */
   readonly resolveCaller: (extra: Extra) => Promise<Caller | undefined>
-  readonly runPromise: <A>(effect: Effect.Effect<A>) => Promise<A>
+  readonly runPromise: <A>(effect: Effect.Effect<A>, options?: { readonly signal?: AbortSignal }) => Promise<A>
 }
 
 /** A result as MCP wants it: structured content plus one text block with the same JSON. */
@@ -38,6 +38,12 @@ const unauthenticated: CallToolResult = {
     type: "text",
     text: JSON.stringify({ error: { code: "unauthenticated", message: AUTH_MESSAGE }, _inbox_unread: 0 })
   }]
+}
+
+/** The transport's signal that the request carrying this call went away (Http.ts sets it per HTTP request). */
+const abandonedSignal = (extra: Extra): AbortSignal | undefined => {
+  const s = extra.authInfo?.extra?.abandoned
+  return s instanceof AbortSignal ? s : undefined
 }
 
 /**
@@ -76,10 +82,18 @@ export const makeMcpServer = (options: McpServerOptions): Server => {
   server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
     const caller = await options.resolveCaller(extra)
     if (!caller) return unauthenticated
-    const outcome = await options.runPromise(options.dispatcher.call(caller, request.params.name, request.params.arguments, {
-      elicit: elicitFor(server, extra)
-    }))
-    return toCallToolResult(outcome)
+    // a call ends (its fiber interrupted, a long poll unparked) when the client cancels it, the session
+    // closes, or the HTTP request that carries it goes away
+    const gone = abandonedSignal(extra)
+    const signal = gone === undefined ? extra.signal : AbortSignal.any([extra.signal, gone])
+    const outcome = await options.runPromise(
+      options.dispatcher.call(caller, request.params.name, request.params.arguments, { elicit: elicitFor(server, extra) }),
+      { signal }
+    ).catch((e) => {
+      if (signal.aborted) return undefined
+      throw e
+    })
+    return outcome === undefined ? { isError: true, content: [{ type: "text", text: "{\"error\":{\"code\":\"cancelled\"}}" }] } : toCallToolResult(outcome)
   })
   // forward run-time surface changes as notifications/tools/list_changed while connected
   const unsubscribe = options.dispatcher.registry.changes.subscribe(() => {
