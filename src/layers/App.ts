@@ -5,6 +5,7 @@ import { Dispatcher } from "../mcp/Dispatch.js"
 import { Envelope } from "../mcp/Envelope.js"
 import * as Http from "../mcp/Http.js"
 import { ToolRegistry } from "../mcp/Registry.js"
+import { approvalTools } from "../mcp/tools/approvals.js"
 import { coordinationTools } from "../mcp/tools/coordination.js"
 import { knowledgeTools } from "../mcp/tools/knowledge.js"
 import { ledgerTools } from "../mcp/tools/ledger.js"
@@ -102,7 +103,8 @@ export const makeServices = <E = never, R = never>(
 ) =>
   Layer.merge(EventWiring, WakeupFeed).pipe(
     Layer.provideMerge(Orient.Default),
-    Layer.provideMerge(Layer.mergeAll(Waits.Default, ledger, Knowledge.Default, Catalog.Default)),
+    // the wait graph asks the ledger for the claims half of its orphans
+    Layer.provideMerge(Layer.mergeAll(Waits.Default, Knowledge.Default, Catalog.Default).pipe(Layer.provideMerge(ledger))),
     Layer.provideMerge(CoreServices),
     // execute_code's pool: no child process until the first run (SandboxWarmUp pre-spawns in the daemon)
     Layer.merge(SandboxLive)
@@ -112,7 +114,16 @@ export const makeServices = <E = never, R = never>(
 export const ServicesLive = makeServices()
 
 /** The whole tool surface. */
-export const allToolSets = [orientTools, systemTools, ledgerTools, coordinationTools, waitTools, knowledgeTools, sandboxTools] as const
+export const allToolSets = [
+  orientTools,
+  systemTools,
+  approvalTools,
+  ledgerTools,
+  coordinationTools,
+  waitTools,
+  knowledgeTools,
+  sandboxTools
+] as const
 export const RegistryLive = ToolRegistry.fromToolSets<Layer.Layer.Success<typeof ServicesLive>>(...allToolSets)
 
 /**
