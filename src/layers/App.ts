@@ -22,6 +22,7 @@ import { Catalog } from "../mcp/Catalog.js"
 import { Ledger } from "../services/Ledger.js"
 import { SandboxLive, SandboxWarmUp } from "../services/Sandbox.js"
 import { Orient } from "../services/Orient.js"
+import { Search } from "../services/Search.js"
 import { Waits } from "../services/Waits.js"
 import { Wakeups } from "../services/Wakeups.js"
 import { SqliteLive } from "./Sql.js"
@@ -102,7 +103,7 @@ export const makeServices = <E = never, R = never>(
   ledger: Layer.Layer<Ledger, E, R | Auth | Events | SqlClient.SqlClient> = Ledger.Default
 ) =>
   Layer.merge(EventWiring, WakeupFeed).pipe(
-    Layer.provideMerge(Orient.Default),
+    Layer.provideMerge(Layer.merge(Orient.Default, Search.Default)),
     // the wait graph asks the ledger for the claims half of its orphans
     Layer.provideMerge(Layer.mergeAll(Waits.Default, Knowledge.Default, Catalog.Default).pipe(Layer.provideMerge(ledger))),
     Layer.provideMerge(CoreServices),

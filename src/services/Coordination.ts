@@ -18,6 +18,7 @@ import { BEACON_CHANNEL, isArcChannel, PostKind as PostKindSchema } from "../dom
 import { PayloadTooLarge, ValidationError } from "../domain/Errors.js"
 import type { DomainEvent } from "../domain/Events.js"
 import { PostLanded } from "../domain/Events.js"
+import { ftsQuery } from "../domain/Search.js"
 import { DbInt, nowIso } from "../domain/Time.js"
 import { Auth } from "./Auth.js"
 import { Events } from "./Events.js"
@@ -628,6 +629,17 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
         (!unreadOnly || event.author !== caller.connectionId)
     }
 
+    /**
+     * Call `onUpdate` whenever a post lands that the caller would see as unread (in `channel`, or anywhere
+     * not archived), until the scope closes: the `sophia://inbox[/<channel>]` resource subscription.
+     */
+    const watchUnread = (caller: Caller, channel: string | undefined, onUpdate: () => void) =>
+      wakeups.watch(
+        caller.userId,
+        wouldReturn(caller, { ...(channel !== undefined ? { channel } : {}), unread_only: true }),
+        onUpdate
+      )
+
     const readOnce = (caller: Caller, input: InboxInput) =>
       input.peek === true ? readInbox(caller, input) : sql.withTransaction(readInbox(caller, input))
 
@@ -743,7 +755,42 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
           Effect.orDie
         )
 
-    return { post, beacon, inbox, wouldReturn, unreadCount, counts, lastSeq, firstPost, postIdsOf } as const
+    const decodePostHits = Schema.decodeUnknown(Schema.Array(Schema.Struct({
+      post_id: Schema.String,
+      channel: Schema.String,
+      channel_seq: DbInt,
+      kind: Schema.String,
+      connection_id: Schema.String,
+      created_at: Schema.String,
+      snippet: Schema.String,
+      bm25: Schema.Number
+    })))
+    /**
+     * The user's posts matching the words (BM25 over the body, best first, `bm25` higher is better), for
+     * `sophia.search`. Posts are the user's fleet chatter: every connection of the user may find them (as
+     * the inbox shows them), and they are never grounding.
+     */
+    const searchPosts = Effect.fn("Coordination.searchPosts")(function*(caller: Caller, text: string, limit: number) {
+      const match = ftsQuery(text)
+      if (match === undefined) return []
+      return yield* sql.onDialectOrElse({
+        pg: () => Effect.dieMessage("search over posts needs SQLite FTS5; the Postgres full-text index is not built yet"),
+        orElse: () =>
+          sql`WITH top AS (
+              SELECT rowid AS rid, bm25(posts_fts) AS rank FROM posts_fts
+              WHERE posts_fts MATCH ${match} AND user_id = ${caller.userId}
+              ORDER BY rank LIMIT ${limit}
+            )
+            SELECT p.id AS post_id, p.channel, p.channel_seq, p.kind, p.connection_id, p.created_at,
+              snippet(posts_fts, -1, '[', ']', '…', 16) AS snippet, -top.rank AS bm25
+            FROM top JOIN posts_fts ON posts_fts.rowid = top.rid
+              JOIN posts p ON p.id = posts_fts.post_id
+            WHERE posts_fts MATCH ${match}
+            ORDER BY top.rank, p.id`
+      }).pipe(Effect.flatMap(decodePostHits))
+    }, Effect.catchTag("SqlError", "ParseError", Effect.die))
+
+    return { post, beacon, inbox, wouldReturn, watchUnread, searchPosts, unreadCount, counts, lastSeq, firstPost, postIdsOf } as const
   })
 }) {}
 

@@ -4,7 +4,7 @@ import type { DomainEvent } from "../domain/Events.js"
 /** One parked long poll: which committed events concern it (an over-approximation is fine: a woken poll re-reads). */
 interface Parked {
   readonly matches: (event: DomainEvent) => boolean
-  readonly woken: Deferred.Deferred<void>
+  readonly wake: () => void
 }
 
 /**
@@ -23,18 +23,15 @@ export class Wakeups extends Effect.Service<Wakeups>()("sophia/Wakeups", {
     const byUser = new Map<string, Set<Parked>>()
     let count = 0
 
-    /** Register interest until the scope closes; the returned effect completes at the first matching event. */
-    const park = (userId: string, matches: (event: DomainEvent) => boolean): Effect.Effect<Effect.Effect<void>, never, Scope.Scope> =>
+    const register = (userId: string, parked: Parked) =>
       Effect.acquireRelease(
-        Effect.map(Deferred.make<void>(), (woken) => {
-          const parked: Parked = { matches, woken }
+        Effect.sync(() => {
           let set = byUser.get(userId)
           if (!set) byUser.set(userId, set = new Set())
           set.add(parked)
           count++
-          return parked
         }),
-        (parked) =>
+        () =>
           Effect.sync(() => {
             const set = byUser.get(userId)
             if (set?.delete(parked)) {
@@ -42,7 +39,19 @@ export class Wakeups extends Effect.Service<Wakeups>()("sophia/Wakeups", {
               if (set.size === 0) byUser.delete(userId)
             }
           })
-      ).pipe(Effect.map((parked) => Deferred.await(parked.woken)))
+      )
+
+    /** Register interest until the scope closes; the returned effect completes at the first matching event. */
+    const park = (userId: string, matches: (event: DomainEvent) => boolean): Effect.Effect<Effect.Effect<void>, never, Scope.Scope> =>
+      Effect.gen(function*() {
+        const woken = yield* Deferred.make<void>()
+        yield* register(userId, { matches, wake: () => Deferred.unsafeDone(woken, Exit.void) })
+        return Deferred.await(woken)
+      })
+
+    /** Call `onEvent` for every matching event until the scope closes (a resource subscription). */
+    const watch = (userId: string, matches: (event: DomainEvent) => boolean, onEvent: () => void): Effect.Effect<void, never, Scope.Scope> =>
+      register(userId, { matches, wake: onEvent })
 
     /** A committed event (from this daemon's events service, or from another daemon): wake whom it concerns. */
     const feed = (event: DomainEvent): Effect.Effect<void> =>
@@ -50,13 +59,13 @@ export class Wakeups extends Effect.Service<Wakeups>()("sophia/Wakeups", {
         const set = byUser.get(event.user_id)
         if (!set) return
         for (const parked of set) {
-          if (parked.matches(event)) Deferred.unsafeDone(parked.woken, Exit.void)
+          if (parked.matches(event)) parked.wake()
         }
       })
 
     /** How many polls are parked right now (tests: an abandoned poll leaves nothing behind). */
     const parkedCount = () => count
 
-    return { park, feed, parkedCount } as const
+    return { park, watch, feed, parkedCount } as const
   }
 }) {}
