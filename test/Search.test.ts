@@ -36,7 +36,7 @@ const seed = Effect.gen(function*() {
 describe("sophia.search", () => {
   it("RRF: 1/(k + rank) per list, best first; ties keep the list order", () => {
     const hit = (kind: "document" | "fact" | "post", id: string) =>
-      ({ kind, id, title: id, snippet: "", grounding: kind !== "post", bm25: 1, created_at: "" }) as const
+      ({ kind, id, title: id, snippet: "", grounding: kind !== "post", created_at: "" }) as const
     const fused = fuseRrf([[hit("document", "d1"), hit("document", "d2")], [hit("fact", "f1")], [hit("post", "p1")]], 60, 10)
     assert.deepStrictEqual(fused.map((i) => i.id), ["d1", "f1", "p1", "d2"])
     assert.strictEqual(fused[0].score, 1 / 61)
@@ -84,7 +84,7 @@ describe("sophia.search", () => {
       const res = yield* ok(scoped, "sophia.search", { query: "storage engine" })
       assert.deepStrictEqual(res.items.filter((i: any) => i.kind === "document").map((i: any) => i.id), [docA])
       const facts = res.items.filter((i: any) => i.kind === "fact")
-      assert.deepStrictEqual(facts.map((f: any) => f.object), ["sqlite"])
+      assert.deepStrictEqual(facts.map((f: any) => f.title), ["storage engine sqlite"])
       assert.deepStrictEqual(facts.map((f: any) => f.entity_id), [alpha.entity_id])
       assert.deepStrictEqual(res.items.filter((i: any) => i.kind === "post").map((i: any) => i.id), [post.post_id])
       const { caller: none } = yield* connect("scoped-none", "observer", undefined, ["ent-missing"])
@@ -111,5 +111,19 @@ describe("sophia.search", () => {
       assert.strictEqual(bad.error.code, "unknown_fields")
       assert.deepStrictEqual(bad.error.unknown, ["nope"])
       assert.includeMembers(bad.error.valid_keys, ["kind", "id", "title", "snippet", "score", "grounding"])
+    }).pipe(Effect.provide(SophiaTest)))
+
+  it.effect("the catalog and get_sdk_types carry the wave-2 tools", () =>
+    Effect.gen(function*() {
+      const { caller } = yield* connect("reader", "observer")
+      const catalog = yield* ok(caller, "sophia.capability_catalog", { brief: true })
+      const names = JSON.stringify(catalog.groups)
+      assert.include(names, "sophia.search")
+      assert.include(names, "sophia.approval_status")
+      const sdk = yield* ok(caller, "sophia.get_sdk_types", {})
+      assert.include(sdk.declarations, "search(")
+      assert.include(sdk.declarations, "approvalStatus(")
+      assert.include(sdk.declarations, "wait_s")
+      assert.include(sdk.declarations, "grounding")
     }).pipe(Effect.provide(SophiaTest)))
 })

@@ -57,7 +57,7 @@ export const APPROVAL_STATUS_WAIT_MAX_S = 60
 export const ApprovalStatusInput = Schema.Struct({
   approval_id: Schema.String.pipe(Schema.maxLength(128)).annotations({ description: "from approval_required" }),
   wait_s: Schema.optional(Schema.Number.pipe(Schema.between(0, APPROVAL_STATUS_WAIT_MAX_S))).annotations({
-    description: "long poll: while pending, wait up to this long for the owner's decision"
+    description: "long poll while pending"
   })
 })
 export type ApprovalStatusInput = typeof ApprovalStatusInput.Type

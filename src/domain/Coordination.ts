@@ -36,7 +36,7 @@ export const ChannelName = Schema.String.pipe(
   Schema.minLength(1),
   Schema.maxLength(200),
   Schema.pattern(/\S/, { message: () => "a channel name needs a non-blank character" })
-).annotations({ description: "free-form; `arc:<name>` channels are archived by a closeout" })
+)
 
 export const PostId = Schema.String.pipe(Schema.pattern(/^post-[0-9a-f-]{36}$/), Schema.brand("PostId"))
 export type PostId = typeof PostId.Type
@@ -146,7 +146,7 @@ export const InboxInput = Schema.Struct({
     description: "default: true without channel, false with it"
   }),
   wait_s: Schema.optional(Schema.Number.pipe(Schema.between(0, INBOX_WAIT_MAX_S))).annotations({
-    description: "long poll: with nothing to return, wait up to this long for a post that would be"
+    description: "long poll: wait this long for a post when there is none"
   }),
   include_heartbeats: Schema.optional(Schema.Boolean),
   include_archived: Schema.optional(Schema.Boolean),

@@ -34,16 +34,9 @@ export const SearchItem = Schema.Struct({
   grounding: Schema.Boolean,
   /** its BM25 rank within its own kind (1 = best) */
   rank: Schema.Number,
-  bm25: Schema.Number,
   entity_id: Schema.optional(Schema.NullOr(Schema.String)),
-  uri: Schema.optional(Schema.NullOr(Schema.String)),
-  subject: Schema.optional(Schema.String),
-  predicate: Schema.optional(Schema.String),
-  object: Schema.optional(Schema.String),
   channel: Schema.optional(Schema.String),
   channel_seq: Schema.optional(Schema.Number),
-  post_kind: Schema.optional(Schema.String),
-  connection_id: Schema.optional(Schema.String),
   created_at: Schema.String
 })
 export type SearchItem = typeof SearchItem.Type
@@ -64,7 +57,7 @@ export const SearchOutput = Schema.Struct({
 })
 export type SearchOutput = typeof SearchOutput.Type
 
-/** A kind's hit before fusion: its BM25 score (higher is better) and everything else of the item. */
+/** A kind's hit before fusion, best first in its kind's list. */
 export type KindHit = Omit<SearchItem, "score" | "rank">
 
 /**

@@ -26,9 +26,7 @@ export class Search extends Effect.Service<Search>()("sophia/Search", {
               title: d.title,
               snippet: d.snippet,
               grounding: true,
-              bm25: d.score,
               entity_id: d.entity_id,
-              uri: d.uri,
               created_at: d.created_at
             })))
         case "facts":
@@ -39,11 +37,7 @@ export class Search extends Effect.Service<Search>()("sophia/Search", {
               title: `${f.subject} ${f.predicate} ${f.object}`,
               snippet: f.snippet,
               grounding: true,
-              bm25: f.bm25,
               entity_id: f.entity_id,
-              subject: f.subject,
-              predicate: f.predicate,
-              object: f.object,
               created_at: f.created_at
             })))
         case "posts":
@@ -54,11 +48,8 @@ export class Search extends Effect.Service<Search>()("sophia/Search", {
               title: `post ${p.channel} #${p.channel_seq}`,
               snippet: p.snippet,
               grounding: false,
-              bm25: p.bm25,
               channel: p.channel,
               channel_seq: p.channel_seq,
-              post_kind: p.kind,
-              connection_id: p.connection_id,
               created_at: p.created_at
             })))
       }

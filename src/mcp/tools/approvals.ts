@@ -11,8 +11,8 @@ export const approvalTools = Effect.gen(function*() {
       name: "sophia.approval_status",
       group: "system",
       access: "read",
-      description: "Where an approval_id from approval_required stands (pending|approved|denied|executed). wait_s: " +
-        "long poll until decided. Approved: repeat your call with approval_id.",
+      description: "Status of an approval_id from approval_required; wait_s long-polls the owner's decision. " +
+        "Approved: repeat your call with approval_id.",
       annotations: READ_ONLY,
       input: ApprovalStatusInput,
       output: ApprovalStatusResult,

@@ -27,8 +27,7 @@ export const orientTools = Effect.gen(function*() {
       name: "sophia.search",
       group: "orient",
       access: "read",
-      description: "One search over documents, facts and posts you may see: BM25 per kind, fused by RRF. " +
-        "Posts have grounding: false (cite their sources, not them).",
+      description: "Search documents, facts and posts (BM25 per kind, RRF-fused). Posts are grounding: false.",
       annotations: READ_ONLY,
       input: SearchInput,
       output: SearchOutput,
