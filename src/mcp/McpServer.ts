@@ -23,7 +23,8 @@ import type { ToolNaming } from "./Registry.js"
 export const SERVER_INFO = { name: "sophia", version: "0.1.0" } as const
 
 export const INSTRUCTIONS = "Sophia is the shared state layer of your agent fleet. Start with sophia.orient; " +
-  "every result carries _inbox_unread (your unread posts). Use sophia.execute_code for 3+ reads or a read-modify-write."
+  "every result carries _inbox_unread (your unread posts); wait for posts with coordination_inbox wait_s, for an " +
+  "approval with approval_status wait_s. Use sophia.execute_code for 3+ reads or a read-modify-write."
 
 export type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>
 
