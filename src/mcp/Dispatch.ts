@@ -9,6 +9,7 @@ import type { ElicitAnswer } from "../domain/Approvals.js"
 import { recordToolCall, RequestLog } from "../observability/Metrics.js"
 import { Approvals } from "../services/Approvals.js"
 import { Auth } from "../services/Auth.js"
+import { Coordination } from "../services/Coordination.js"
 import { Envelope } from "./Envelope.js"
 import { formatParseError } from "./ParseIssues.js"
 import type { Refusal, RefusalBody } from "./Refusals.js"
@@ -41,6 +42,7 @@ export class Dispatcher extends Effect.Service<Dispatcher>()("sophia/Dispatcher"
   effect: Effect.gen(function*() {
     const auth = yield* Auth
     const approvals = yield* Approvals
+    const coordination = yield* Coordination
     const registry = yield* ToolRegistry
     const envelope = yield* Envelope
     const logCalls = yield* RequestLog
@@ -154,6 +156,12 @@ export class Dispatcher extends Effect.Service<Dispatcher>()("sophia/Dispatcher"
         return outcome
       })
 
-    return { call, authenticate: auth.authenticate, registry } as const
+    return {
+      call,
+      authenticate: auth.authenticate,
+      registry,
+      /** the inbox resources' subscriptions (see McpServer): `onUpdate` on every post the caller would see as unread */
+      watchInbox: coordination.watchUnread
+    } as const
   })
 }) {}
