@@ -1,5 +1,6 @@
 /** Writes docs/tools.md from the tool registry: `npm run docs:tools`. */
 import { Effect } from "effect"
+import * as fs from "node:fs"
 import { SophiaTest } from "../src/layers/App.js"
 import { ToolRegistry } from "../src/mcp/Registry.js"
 const prog = Effect.gen(function* () {
@@ -9,6 +10,7 @@ const prog = Effect.gen(function* () {
     lines.push(`| \`${t.name}\` | ${t.group} | ${t.access} | ${t.description.replace(/\|/g, "\\|").replace(/\n+/g, " ")} |`)
   }
   lines.push("", "Access classes: `read` (every profile), `coordinate` (assistant and full), `write` (full; an assistant needs a per-call approval), `elevated` (always the owner's explicit approval). See [refusal-codes.md](refusal-codes.md) for what a refused call returns.", "")
-  process.stdout.write(lines.join("\n"))
+  // written directly (a redirected stdout can be cut short by the exit below)
+  fs.writeFileSync(new URL("../docs/tools.md", import.meta.url), lines.join("\n"))
 })
 Effect.runPromise(prog.pipe(Effect.provide(SophiaTest), Effect.scoped) as any).then(() => process.exit(0))
