@@ -5,9 +5,10 @@
  */
 import { Args, Command, Options, ValidationError as CliValidationError } from "@effect/cli"
 import { NodeContext, NodeRuntime } from "@effect/platform-node"
-import { Cause, Config, Console, Effect, Layer, Logger, LogLevel, Option, Redacted } from "effect"
+import { Cause, Config, Console, Effect, Layer, Logger, LogLevel, Option } from "effect"
 import { PROFILES } from "./domain/Auth.js"
 import { DaemonLive, ServeLive, SophiaLive } from "./layers/App.js"
+import { describeStore, StoreChoice } from "./layers/Sql.js"
 import { HttpServer } from "./mcp/Http.js"
 import { SERVER_INFO } from "./mcp/McpServer.js"
 import type { ToolNaming } from "./mcp/Registry.js"
@@ -27,15 +28,14 @@ const toolNames = Options.choice("tool-names", ["underscore", "dotted"]).pipe(
 )
 const user = Options.text("user").pipe(Options.optional, Options.withDescription("user name (default: the owner)"))
 
-/** Postgres is selected by SOPHIA_DATABASE_URL; until its layer lands, say so rather than silently using SQLite. */
-const refusePostgres = Effect.gen(function*() {
-  const url = yield* Config.option(Config.redacted("SOPHIA_DATABASE_URL"))
-  if (Option.isSome(url) && Redacted.value(url.value).trim() !== "") {
-    return yield* Effect.fail(
-      new Error("SOPHIA_DATABASE_URL is set, but the Postgres layer is not built yet; unset it to use SQLite (--db)")
-    )
-  }
-})
+/**
+ * The store a command runs on: Postgres when SOPHIA_DATABASE_URL is set (non-blank), else the SQLite
+ * file `--db`. (Issue 13's CLI replaces this with `--database-url` on every command.)
+ */
+const storeOf = (db: string): StoreChoice => {
+  const url = process.env.SOPHIA_DATABASE_URL
+  return url !== undefined && url.trim() !== "" ? StoreChoice.postgres(url.trim()) : StoreChoice.sqlite(db)
+}
 
 const clientConfig = (url: string, bearer: string) =>
   [
@@ -58,13 +58,12 @@ const serve = Command.make(
   },
   ({ db, host, port, toolNames }) =>
     Effect.gen(function*() {
-      yield* refusePostgres
       yield* Layer.launch(
         Layer.effectDiscard(Effect.gen(function*() {
           const auth = yield* Auth
           const http = yield* HttpServer
           const minted = yield* auth.bootstrapOwner()
-          const ready = `Sophia ${SERVER_INFO.version} listening; MCP endpoint ${http.mcpUrl} (database ${db})`
+          const ready = `Sophia ${SERVER_INFO.version} listening; MCP endpoint ${http.mcpUrl} (database ${describeStore(storeOf(db))})`
           // one write, so a reader that saw the endpoint line has the bearer too
           yield* Console.log(Option.match(minted, {
             onNone: () => ready,
@@ -83,20 +82,19 @@ const serve = Command.make(
                 ``
               ].join("\n")
           }))
-        })).pipe(Layer.provideMerge(ServeLive({ filename: db, host, port, naming: toolNames as ToolNaming })))
+        })).pipe(Layer.provideMerge(ServeLive({ filename: db, store: storeOf(db), host, port, naming: toolNames as ToolNaming })))
       )
     })
 )
 
 const stdio = Command.make("stdio", { db, toolNames }, ({ db, toolNames }) =>
   Effect.gen(function*() {
-    yield* refusePostgres
     const bearer = yield* Config.redacted("SOPHIA_BEARER").pipe(
       Effect.mapError(() => new Error("set SOPHIA_BEARER to the bearer of the connection this stdio server speaks for"))
     )
     yield* serveStdio(bearer, toolNames as ToolNaming).pipe(
       Effect.catchTag("Unauthenticated", (e) => Effect.fail(new Error(`SOPHIA_BEARER: ${e.message}`))),
-      Effect.provide(DaemonLive(db))
+      Effect.provide(DaemonLive(storeOf(db)))
     )
   }))
 
@@ -105,10 +103,9 @@ const printJson = (value: unknown) => Console.log(JSON.stringify(value))
 /** CLI refusals are printed as one line on stderr with a non-zero exit. */
 const withAuth = <A, E>(dbPath: string, f: (auth: Auth) => Effect.Effect<A, E>) =>
   Effect.gen(function*() {
-    yield* refusePostgres
     const auth = yield* Auth
     return yield* f(auth)
-  }).pipe(Effect.provide(SophiaLive(dbPath)))
+  }).pipe(Effect.provide(SophiaLive(storeOf(dbPath))))
 
 const create = Command.make(
   "create",
@@ -156,23 +153,21 @@ const connection = Command.make("connection").pipe(Command.withSubcommands([crea
 /** `sophia ledger verify`: recompute every hash and state from scratch; JSON report, non-zero exit on a break. */
 const ledgerVerify = Command.make("verify", { db }, ({ db }) =>
   Effect.gen(function*() {
-    yield* refusePostgres
     const report = yield* (yield* Ledger).verify()
     yield* printJson(report)
     if (!report.ok) {
       const b = report.first_break!
       return yield* Effect.fail(new Error(`ledger broken: ${b.work_id} seq ${b.seq}: ${b.reason}`))
     }
-  }).pipe(Effect.provide(SophiaLive(db))))
+  }).pipe(Effect.provide(SophiaLive(storeOf(db)))))
 
 const ledger = Command.make("ledger").pipe(Command.withSubcommands([ledgerVerify]))
 
 /** The owner's channel for approvals (elevated calls are approved only here, or later in the portal). */
 const withApprovals = <A, E>(dbPath: string, f: (approvals: Approvals) => Effect.Effect<A, E>) =>
   Effect.gen(function*() {
-    yield* refusePostgres
     return yield* f(yield* Approvals)
-  }).pipe(Effect.provide(SophiaLive(dbPath)))
+  }).pipe(Effect.provide(SophiaLive(storeOf(dbPath))))
 
 const approvalsList = Command.make(
   "list",

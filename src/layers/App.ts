@@ -22,10 +22,15 @@ import { Ledger } from "../services/Ledger.js"
 import { SandboxLive, SandboxWarmUp } from "../services/Sandbox.js"
 import { Orient } from "../services/Orient.js"
 import { Waits } from "../services/Waits.js"
-import { SqliteLive } from "./Sql.js"
+import { type StoreChoice, storeLayer, TestStore } from "./Sql.js"
 
 /** The store layers embedders choose from (the seam: everything above needs only `SqlClient`). */
-export { SqliteLive } from "./Sql.js"
+export { SqliteLive, type StoreChoice, storeLayer } from "./Sql.js"
+export { PgLive } from "./Pg.js"
+
+/** A store named by a SQLite file path or chosen explicitly (`StoreChoice`, e.g. Postgres by URL). */
+const storeOf = (store: string | StoreChoice) =>
+  storeLayer(typeof store === "string" ? { _tag: "Sqlite", filename: store } : store)
 import { SweepLive } from "./Sweep.js"
 
 /**
@@ -135,15 +140,21 @@ export const makeCore = <E, R>(
   )
 }
 
-/** The embeddable app over a SQLite file: services, registry and dispatcher (no transport). */
-export const SophiaLive = (filename: string) => makeCore(SqliteLive(filename))
+/** The embeddable app over a SQLite file (or a chosen store): services, registry and dispatcher (no transport). */
+export const SophiaLive = (store: string | StoreChoice) => makeCore(storeOf(store))
 
-/** The same over a fresh in-memory SQLite: what tests use. */
-export const SophiaTest = makeCore(SqliteLive(":memory:"))
+/**
+ * The same over a fresh in-memory SQLite — or a fresh Postgres schema in the suite's Postgres run
+ * (`TestStore`): what tests use.
+ */
+export const SophiaTest = makeCore(TestStore)
 
-/** The served daemon: the app plus the HTTP transport. */
-export const ServeLive = (options: { readonly filename: string } & Http.HttpConfig) =>
-  Layer.mergeAll(Http.layer(options), SweepLive, SandboxWarmUp).pipe(Layer.provideMerge(SophiaLive(options.filename)))
+/** The served daemon: the app plus the HTTP transport. `store` (when given) wins over `filename`. */
+export const ServeLive = (options: { readonly filename: string; readonly store?: StoreChoice } & Http.HttpConfig) =>
+  Layer.mergeAll(Http.layer(options), SweepLive, SandboxWarmUp).pipe(
+    Layer.provideMerge(SophiaLive(options.store ?? options.filename))
+  )
 
-/** A long-running process over a SQLite file without HTTP (stdio): the app plus the wait sweep. */
-export const DaemonLive = (filename: string) => Layer.merge(SweepLive, SandboxWarmUp).pipe(Layer.provideMerge(SophiaLive(filename)))
+/** A long-running process over a store without HTTP (stdio): the app plus the wait sweep. */
+export const DaemonLive = (store: string | StoreChoice) =>
+  Layer.merge(SweepLive, SandboxWarmUp).pipe(Layer.provideMerge(SophiaLive(store)))

@@ -1,7 +1,7 @@
 /**
  * The store seam. Services need only `SqlClient`; this module is the one place that knows which store
- * provides it (the SQLite file by default; Postgres by URL once its layer lands) and the only file
- * outside tests and benchmarks that names the SQLite driver.
+ * provides it (the SQLite file by default; Postgres by URL, `./Pg.ts`: see `storeLayer`) and the only
+ * file outside tests and benchmarks that names the SQLite driver.
  *
  * The SQLite `SqlClient` is built on better-sqlite3 like `@effect/sql-sqlite-node`, with what that
  * client does not let us set:
@@ -18,9 +18,10 @@ import type { Connection } from "@effect/sql/SqlConnection"
 import { SqlError } from "@effect/sql/SqlError"
 import * as Statement from "@effect/sql/Statement"
 import Sqlite from "better-sqlite3"
-import { Context, Effect, Layer, Scope } from "effect"
+import { Config, Context, Effect, Layer, Option, Redacted, Scope } from "effect"
 import { DirectConnection } from "../services/Statements.js"
 import { runMigrations } from "./Migrations.js"
+import { PgFreshSchema, PgLive } from "./Pg.js"
 import * as fs from "node:fs"
 import * as path from "node:path"
 
@@ -215,3 +216,42 @@ export const sqliteClient = (config: SqliteStoreConfig): Layer.Layer<Client.SqlC
 /** The store every service runs on: the SQLite file (or `:memory:`) with every migration applied. */
 export const SqliteLive = (filename: string): Layer.Layer<Client.SqlClient> =>
   Layer.effectDiscard(runMigrations).pipe(Layer.provideMerge(sqliteClient({ filename })), Layer.orDie)
+
+/** Which store a process runs on: a SQLite file (the default) or a Postgres database by URL. */
+export type StoreChoice =
+  | { readonly _tag: "Sqlite"; readonly filename: string }
+  | { readonly _tag: "Postgres"; readonly url: Redacted.Redacted }
+
+export const StoreChoice = {
+  sqlite: (filename: string): StoreChoice => ({ _tag: "Sqlite", filename }),
+  postgres: (url: string | Redacted.Redacted): StoreChoice => ({
+    _tag: "Postgres",
+    url: typeof url === "string" ? Redacted.make(url) : url
+  })
+}
+
+/** The one place a store choice becomes a store (`SqliteLive` or `PgLive`, each with its migrations). */
+export const storeLayer = (choice: StoreChoice): Layer.Layer<Client.SqlClient> =>
+  choice._tag === "Sqlite" ? SqliteLive(choice.filename) : PgLive(choice.url)
+
+/** A short, password-free description of the store for logs and banners. */
+export const describeStore = (choice: StoreChoice): string => {
+  if (choice._tag === "Sqlite") return choice.filename
+  try {
+    const u = new URL(Redacted.value(choice.url))
+    u.password = ""
+    return u.toString()
+  } catch {
+    return "postgres"
+  }
+}
+
+/**
+ * The store tests run on: a fresh in-memory SQLite, or — when `SOPHIA_TEST_DATABASE_URL` names a
+ * Postgres server (the suite's Postgres run, see vitest.config.ts) — a fresh schema there, dropped
+ * afterwards. One suite, two layers.
+ */
+export const TestStore: Layer.Layer<Client.SqlClient> = Layer.unwrapEffect(Effect.map(
+  Effect.orDie(Config.option(Config.string("SOPHIA_TEST_DATABASE_URL"))),
+  (url) => Option.isSome(url) && url.value.trim() !== "" ? PgFreshSchema(url.value) : SqliteLive(":memory:")
+))
