@@ -35,6 +35,12 @@ export const ftsQuery = (text: string): string | undefined => {
   return words.length === 0 ? undefined : words.map((w) => `"${w}"`).join(" OR ")
 }
 
+/** The same words as a Postgres `tsquery` (each a quoted lexeme, any may match). */
+export const tsQuery = (text: string): string | undefined => {
+  const words = (text.match(/[\p{L}\p{N}_]+/gu) ?? []).slice(0, 32)
+  return words.length === 0 ? undefined : words.map((w) => `'${w.toLowerCase()}'`).join(" | ")
+}
+
 const decodeChanges = Schema.decodeUnknownSync(Schema.parseJson(Schema.Array(MutationChangeSchema)))
 
 const MutationRow = Schema.Struct({
@@ -296,7 +302,10 @@ export class Knowledge extends Effect.Service<Knowledge>()("sophia/Knowledge", {
 
     // ------------------------------------------------------------------ reads
 
-    /** Full-text search (SQLite FTS5, BM25; title weighs 3× the body), best match first, within the caller's scope. */
+    /**
+     * Full-text search (SQLite FTS5 with BM25, or Postgres tsvector + GIN with ts_rank; the title weighs 3×
+     * the body), best match first, within the caller's scope: the same results on either store.
+     */
     const search = Effect.fn("Knowledge.search")(function*(caller: Caller, input: SearchDocumentsInput) {
       const match = ftsQuery(input.query)
       const scope = yield* scopeIds(caller)
@@ -305,7 +314,22 @@ export class Knowledge extends Effect.Service<Knowledge>()("sophia/Knowledge", {
       // two stages: rank inside the index (user and scope are unindexed columns of it), then snippets and
       // document fields for the top `limit` rows only (a snippet per match before sorting is the slow path)
       const rows = yield* sql.onDialectOrElse({
-        pg: () => Effect.dieMessage("search_documents needs SQLite FTS5; the Postgres full-text index is not built yet"),
+        // Postgres: the generated `documents.search` tsvector (title weight A, body B) under a GIN index
+        // (migration 0005); ranked by ts_rank with the title at 3× the body, as BM25 weighs it on SQLite
+        pg: () =>
+          sql`WITH q AS (SELECT to_tsquery('simple', ${tsQuery(input.query)!}) AS q),
+            top AS (
+              SELECT d.id, ts_rank('{0, 0, 0.3333, 1.0}', d.search, q.q) AS score FROM documents d, q
+              WHERE d.search @@ q.q AND d.user_id = ${caller.userId} AND d.deleted_at IS NULL
+                ${scopeClause("d.entity_id", scope)}
+              ORDER BY score DESC, d.id LIMIT ${limit}
+            )
+            SELECT d.id AS document_id, d.title AS title,
+              ts_headline('simple', d.title || ' — ' || d.body, q.q,
+                'StartSel=[, StopSel=], MaxWords=16, MinWords=4, ShortWord=1, FragmentDelimiter=…, MaxFragments=2') AS snippet,
+              top.score AS score, d.uri AS uri, d.entity_id AS entity_id, d.created_at AS created_at
+            FROM top JOIN documents d ON d.id = top.id, q
+            ORDER BY top.score DESC, d.id`,
         orElse: () =>
           sql`WITH top AS (
               SELECT rowid AS rid, bm25(documents_fts, 0.0, 0.0, 0.0, 3.0, 1.0) AS rank FROM documents_fts
