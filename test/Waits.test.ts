@@ -244,12 +244,16 @@ describe("Waits", () => {
     Effect.gen(function*() {
       const { a } = yield* fleet
       const w = yield* declare(a, { on: "bob", predicate: { type: "post_exists", channel: "arc:s" }, reason: "r", timeout_s: 12 })
-      const settle = Effect.repeatN(Effect.yieldNow(), 20)
+      // the sweep's statements take real time on a real server (Postgres): give it some, in real time
+      const realPause = Effect.promise(() => new Promise((r) => setTimeout(r, 100)))
+      const settle = Effect.zipRight(Effect.repeatN(Effect.yieldNow(), 20), Effect.repeatN(realPause, 4))
       yield* TestClock.adjust("11999 millis")
       yield* settle
       assert.strictEqual((yield* waitStatus(w.wait_id)).status, "open", "not before the deadline")
       yield* TestClock.adjust("5001 millis") // = deadline + one interval (5 s)
       yield* settle
+      // (the clock no longer moves: waiting longer in real time cannot make a late resolution look timely)
+      for (let i = 0; i < 50 && (yield* waitStatus(w.wait_id)).status === "open"; i++) yield* realPause
       const s = yield* waitStatus(w.wait_id)
       assert.strictEqual(s.status, "unsatisfied")
       const at = Date.parse(s.resolved_at!)

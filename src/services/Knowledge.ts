@@ -26,6 +26,7 @@ import {
 } from "../domain/Knowledge.js"
 import { DbInt, nowIso } from "../domain/Time.js"
 import { Coordination } from "./Coordination.js"
+import { serialize } from "./Dialect.js"
 
 const newId = (prefix: string) => `${prefix}-${randomUUID()}`
 
@@ -150,6 +151,9 @@ export class Knowledge extends Effect.Service<Knowledge>()("sophia/Knowledge", {
     // ------------------------------------------------------------------ writes
 
     const createEntity = Effect.fn("Knowledge.createEntity")(function*(caller: Caller, input: CreateEntityInput) {
+      // the clash check and the insert are one decision per user: serialized (advisory lock, Dialect.ts), so
+      // concurrent writers get one entity and one ValidationError (entities_live_name stays the backstop)
+      yield* serialize(sql, `entity-names/${caller.userId}`)
       const clash = yield* sql<{ id: string }>`SELECT id FROM entities WHERE user_id = ${caller.userId}
         AND name = ${input.name} AND deleted_at IS NULL`
       if (clash.length > 0) {
