@@ -32,6 +32,7 @@ export { PgLive } from "./Pg.js"
 const storeOf = (store: string | StoreChoice) =>
   storeLayer(typeof store === "string" ? { _tag: "Sqlite", filename: store } : store)
 import { SweepLive } from "./Sweep.js"
+import { CrossDaemonEvents } from "./CrossDaemon.js"
 
 /**
  * Who hears what: every subscriber of every domain event, in the order it runs, with the policy that
@@ -151,10 +152,10 @@ export const SophiaTest = makeCore(TestStore)
 
 /** The served daemon: the app plus the HTTP transport. `store` (when given) wins over `filename`. */
 export const ServeLive = (options: { readonly filename: string; readonly store?: StoreChoice } & Http.HttpConfig) =>
-  Layer.mergeAll(Http.layer(options), SweepLive, SandboxWarmUp).pipe(
+  Layer.mergeAll(Http.layer(options), SweepLive, SandboxWarmUp, CrossDaemonEvents).pipe(
     Layer.provideMerge(SophiaLive(options.store ?? options.filename))
   )
 
 /** A long-running process over a store without HTTP (stdio): the app plus the wait sweep. */
 export const DaemonLive = (store: string | StoreChoice) =>
-  Layer.merge(SweepLive, SandboxWarmUp).pipe(Layer.provideMerge(SophiaLive(store)))
+  Layer.mergeAll(SweepLive, SandboxWarmUp, CrossDaemonEvents).pipe(Layer.provideMerge(SophiaLive(store)))
