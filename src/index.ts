@@ -8,7 +8,21 @@ export * from "./domain/Coordination.js"
 export * from "./domain/Catalog.js"
 export * from "./domain/Envelope.js"
 export * from "./domain/Errors.js"
-export { allToolSets, EventWiring, makeCore, makeServices, ServeLive, ServicesLive, SophiaLive, SophiaTest, SqliteLive } from "./layers/App.js"
+export {
+  allToolSets,
+  EventWiring,
+  makeCore,
+  makeServices,
+  PgLive,
+  ServeLive,
+  ServicesLive,
+  SophiaLive,
+  SophiaTest,
+  SqliteLive,
+  storeLayer
+} from "./layers/App.js"
+export { StoreChoice } from "./layers/Sql.js"
+export { CrossDaemonEvents } from "./layers/CrossDaemon.js"
 export * from "./domain/Events.js"
 export * from "./domain/Orient.js"
 export { Events } from "./services/Events.js"
