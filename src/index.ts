@@ -19,9 +19,9 @@ export {
   SophiaLive,
   SophiaTest,
   SqliteLive,
+  StoreChoice,
   storeLayer
 } from "./layers/App.js"
-export { StoreChoice } from "./layers/Sql.js"
 export { CrossDaemonEvents } from "./layers/CrossDaemon.js"
 export * from "./domain/Events.js"
 export * from "./domain/Orient.js"

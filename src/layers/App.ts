@@ -25,7 +25,7 @@ import { Waits } from "../services/Waits.js"
 import { type StoreChoice, storeLayer, TestStore } from "./Sql.js"
 
 /** The store layers embedders choose from (the seam: everything above needs only `SqlClient`). */
-export { SqliteLive, type StoreChoice, storeLayer } from "./Sql.js"
+export { describeStore, SqliteLive, StoreChoice, storeLayer } from "./Sql.js"
 export { PgLive } from "./Pg.js"
 
 /** A store named by a SQLite file path or chosen explicitly (`StoreChoice`, e.g. Postgres by URL). */
