@@ -6,6 +6,7 @@ import ledger from "./migrations/0003_ledger.js"
 import waits from "./migrations/0004_waits.js"
 import knowledge from "./migrations/0005_knowledge.js"
 import approvals from "./migrations/0006_approvals.js"
+import search from "./migrations/0007_search.js"
 
 /**
  * Every schema change, in order, as a static record (no file-system loader: the daemon runs from
@@ -17,7 +18,8 @@ export const migrations = {
   "0003_ledger": ledger,
   "0004_waits": waits,
   "0005_knowledge": knowledge,
-  "0006_approvals": approvals
+  "0006_approvals": approvals,
+  "0007_search": search
 }
 
 export const runMigrations = Migrator.make({})({
