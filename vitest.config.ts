@@ -13,17 +13,21 @@ const required = process.env.CI === "1" || process.env.CI === "true" || process.
 /** The service tests: everything that reaches the store through `SophiaTest` / `TestStore`. */
 const SERVICE_SUITE = [
   "test/Approvals.test.ts",
+  "test/ApprovalStatus.test.ts",
   "test/Auth.test.ts",
   "test/ContextBudget.test.ts",
   "test/Coordination.test.ts",
   "test/Dispatch.test.ts",
+  "test/Inbox.test.ts",
   "test/Knowledge.test.ts",
   "test/Ledger.test.ts",
   "test/LedgerContract.test.ts",
   "test/LedgerProperties.test.ts",
   "test/Observed.test.ts",
   "test/Orient.test.ts",
+  "test/Orphans.test.ts",
   "test/Projection.test.ts",
+  "test/Search.test.ts",
   "test/Waits.test.ts",
   "test/postgres/**/*.test.ts"
 ]

@@ -18,7 +18,7 @@ import { BEACON_CHANNEL, isArcChannel, PostKind as PostKindSchema } from "../dom
 import { PayloadTooLarge, ValidationError } from "../domain/Errors.js"
 import type { DomainEvent } from "../domain/Events.js"
 import { PostLanded } from "../domain/Events.js"
-import { ftsQuery } from "../domain/Search.js"
+import { ftsQuery, tsQuery } from "../domain/Search.js"
 import { DbInt, nowIso } from "../domain/Time.js"
 import { Auth } from "./Auth.js"
 import { forUpdate, serialize } from "./Dialect.js"
@@ -826,7 +826,15 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
       const match = ftsQuery(text)
       if (match === undefined) return []
       return yield* sql.onDialectOrElse({
-        pg: () => Effect.dieMessage("search over posts needs SQLite FTS5; the Postgres full-text index is not built yet"),
+        pg: () =>
+          sql`WITH q AS (SELECT to_tsquery('simple', ${tsQuery(text)!}) AS q)
+            SELECT p.id AS post_id, p.channel, p.channel_seq, p.kind, p.connection_id, p.created_at,
+              ts_headline('simple', p.body, q.q, 'StartSel=[, StopSel=], MaxWords=16, MinWords=4') AS snippet,
+              ts_rank(p.search, q.q) AS bm25
+            FROM posts p, q
+            WHERE p.search @@ q.q AND p.user_id = ${caller.userId}
+            ORDER BY bm25 DESC, p.id
+            LIMIT ${limit}`,
         orElse: () =>
           sql`WITH top AS (
               SELECT rowid AS rid, bm25(posts_fts) AS rank FROM posts_fts

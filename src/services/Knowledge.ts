@@ -25,19 +25,14 @@ import {
   MutationChange as MutationChangeSchema
 } from "../domain/Knowledge.js"
 import { DbInt, nowIso } from "../domain/Time.js"
-import { ftsQuery } from "../domain/Search.js"
+import { ftsQuery, tsQuery } from "../domain/Search.js"
 import { Coordination } from "./Coordination.js"
 import { serialize } from "./Dialect.js"
 
 const newId = (prefix: string) => `${prefix}-${randomUUID()}`
 
-export { ftsQuery } from "../domain/Search.js"
+export { ftsQuery, tsQuery } from "../domain/Search.js"
 
-/** The same words as a Postgres `tsquery` (each a quoted lexeme, any may match). */
-export const tsQuery = (text: string): string | undefined => {
-  const words = (text.match(/[\p{L}\p{N}_]+/gu) ?? []).slice(0, 32)
-  return words.length === 0 ? undefined : words.map((w) => `'${w.toLowerCase()}'`).join(" | ")
-}
 
 const decodeChanges = Schema.decodeUnknownSync(Schema.parseJson(Schema.Array(MutationChangeSchema)))
 
@@ -367,7 +362,16 @@ export class Knowledge extends Effect.Service<Knowledge>()("sophia/Knowledge", {
       const scope = yield* scopeIds(caller)
       if (match === undefined || (scope !== undefined && scope.length === 0)) return []
       return yield* sql.onDialectOrElse({
-        pg: () => Effect.dieMessage("search over facts needs SQLite FTS5; the Postgres full-text index is not built yet"),
+        pg: () =>
+          sql`WITH q AS (SELECT to_tsquery('simple', ${tsQuery(text)!}) AS q)
+            SELECT f.id AS fact_id, f.subject, f.predicate, f.object, f.entity_id, f.created_at,
+              ts_headline('simple', f.subject || ' ' || f.predicate || ' ' || f.object, q.q,
+                'StartSel=[, StopSel=], MaxWords=16, MinWords=4') AS snippet,
+              ts_rank(f.search, q.q) AS bm25
+            FROM facts f, q
+            WHERE f.search @@ q.q AND f.user_id = ${caller.userId} AND f.deleted_at IS NULL ${scopeClause("f.entity_id", scope)}
+            ORDER BY bm25 DESC, f.id
+            LIMIT ${limit}`,
         orElse: () =>
           sql`WITH top AS (
               SELECT rowid AS rid, bm25(facts_fts) AS rank FROM facts_fts
