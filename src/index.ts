@@ -8,7 +8,21 @@ export * from "./domain/Coordination.js"
 export * from "./domain/Catalog.js"
 export * from "./domain/Envelope.js"
 export * from "./domain/Errors.js"
-export { allToolSets, EventWiring, makeCore, makeServices, ServeLive, ServicesLive, SophiaLive, SophiaTest, SqliteLive } from "./layers/App.js"
+export {
+  allToolSets,
+  EventWiring,
+  makeCore,
+  makeServices,
+  PgLive,
+  ServeLive,
+  ServicesLive,
+  SophiaLive,
+  SophiaTest,
+  SqliteLive,
+  StoreChoice,
+  storeLayer
+} from "./layers/App.js"
+export { CrossDaemonEvents } from "./layers/CrossDaemon.js"
 export * from "./domain/Events.js"
 export * from "./domain/Orient.js"
 export { Events } from "./services/Events.js"
@@ -46,8 +60,7 @@ export type { SandboxHost, SandboxService } from "./services/Sandbox.js"
 export * from "./domain/Waits.js"
 export { Waits } from "./services/Waits.js"
 export { Orient } from "./services/Orient.js"
-export { backupSqlite, DaemonLive, EnvelopeLive, SophiaOn, storeLayer, StoreUnavailable } from "./layers/App.js"
-export type { StoreChoice } from "./layers/App.js"
+export { backupSqlite, DaemonLive, describeStore, EnvelopeLive, SophiaOn, StoreUnavailable } from "./layers/App.js"
 export { HttpServer, ListenError } from "./mcp/Http.js"
 export type { HttpConfig } from "./mcp/Http.js"
 export { MetricsScrape, renderPrometheus, RequestLog, RequestLogOn } from "./observability/Metrics.js"

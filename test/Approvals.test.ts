@@ -4,7 +4,7 @@ import { ConfigProvider, Effect, Fiber, Layer, Schema } from "effect"
 import { argsHash } from "../src/domain/Approvals.js"
 import type { Caller } from "../src/domain/Auth.js"
 import { makeCore, SophiaLive } from "../src/layers/App.js"
-import { SqliteLive } from "../src/layers/Sql.js"
+import { TestStore } from "../src/layers/Sql.js"
 import type { CallOptions } from "../src/mcp/Dispatch.js"
 import { Dispatcher } from "../src/mcp/Dispatch.js"
 import { defineTool, READ_ONLY, ToolRegistry } from "../src/mcp/Registry.js"
@@ -16,7 +16,7 @@ import { connect } from "./support/Fixtures.js"
 
 /** A fresh in-memory app whose gated calls wait `waitMs` for a decision. */
 const appWithWait = (waitMs: number, registry?: Parameters<typeof makeCore>[1]) =>
-  makeCore(SqliteLive(":memory:"), registry).pipe(
+  makeCore(TestStore, registry).pipe(
     Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["SOPHIA_APPROVAL_WAIT_MS", String(waitMs)]]))))
   )
 const Fast = appWithWait(30)

@@ -3,7 +3,7 @@ import { ConfigProvider, Effect, Layer, Schema } from "effect"
 import { ACCESS_CLASSES } from "../src/domain/Auth.js"
 import type { AccessClass } from "../src/domain/Auth.js"
 import { makeCore } from "../src/layers/App.js"
-import { SqliteLive } from "../src/layers/Sql.js"
+import { TestStore } from "../src/layers/Sql.js"
 import { Dispatcher } from "../src/mcp/Dispatch.js"
 import { APPEND_ONLY, defineTool, makeRegistry, READ_ONLY, ToolRegistry } from "../src/mcp/Registry.js"
 import { connect } from "./support/Fixtures.js"
@@ -24,7 +24,7 @@ const probe = (access: AccessClass) =>
 
 const TestRegistry = Layer.succeed(ToolRegistry, makeRegistry(ACCESS_CLASSES.map(probe)))
 // gated calls (approvals) answer at once instead of waiting for the owner's decision
-const ProbeApp = makeCore(SqliteLive(":memory:"), TestRegistry).pipe(
+const ProbeApp = makeCore(TestStore, TestRegistry).pipe(
   Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["SOPHIA_APPROVAL_WAIT_MS", "0"]]))))
 )
 

@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Schema } from "effect"
 import { makeCore, SophiaTest } from "../src/layers/App.js"
-import { SqliteLive } from "../src/layers/Sql.js"
+import { TestStore } from "../src/layers/Sql.js"
 import { Dispatcher } from "../src/mcp/Dispatch.js"
 import type { Registry } from "../src/mcp/Registry.js"
 import { defineTool, makeRegistry, READ_ONLY, ToolRegistry } from "../src/mcp/Registry.js"
@@ -50,7 +50,7 @@ const previewTool = defineTool({
 })
 
 const ProjectionApp = makeCore(
-  SqliteLive(":memory:"),
+  TestStore,
   ToolRegistry.fromToolSets(Effect.succeed([listTool, previewTool]))
 )
 const ALL_KEYS = Object.keys(Row.fields)

@@ -244,12 +244,16 @@ describe("Waits", () => {
     Effect.gen(function*() {
       const { a } = yield* fleet
       const w = yield* declare(a, { on: "bob", predicate: { type: "post_exists", channel: "arc:s" }, reason: "r", timeout_s: 12 })
-      const settle = Effect.repeatN(Effect.yieldNow(), 20)
+      // the sweep's statements take real time on a real server (Postgres): give it some, in real time
+      const realPause = Effect.promise(() => new Promise((r) => setTimeout(r, 100)))
+      const settle = Effect.zipRight(Effect.repeatN(Effect.yieldNow(), 20), Effect.repeatN(realPause, 4))
       yield* TestClock.adjust("11999 millis")
       yield* settle
       assert.strictEqual((yield* waitStatus(w.wait_id)).status, "open", "not before the deadline")
       yield* TestClock.adjust("5001 millis") // = deadline + one interval (5 s)
       yield* settle
+      // (the clock no longer moves: waiting longer in real time cannot make a late resolution look timely)
+      for (let i = 0; i < 50 && (yield* waitStatus(w.wait_id)).status === "open"; i++) yield* realPause
       const s = yield* waitStatus(w.wait_id)
       assert.strictEqual(s.status, "unsatisfied")
       const at = Date.parse(s.resolved_at!)
@@ -267,12 +271,15 @@ describe("Waits", () => {
       const { SqlClient } = yield* Effect.promise(() => import("@effect/sql"))
       const sql = yield* SqlClient.SqlClient
       // break the table the sweep writes to, let a tick fail, then repair it
+      // the sweep's statements take real time on a real server (Postgres): give it some, in real time
+      const realPause = Effect.promise(() => new Promise((r) => setTimeout(r, 100)))
       yield* sql`ALTER TABLE waits RENAME TO waits_away`.pipe(Effect.orDie)
       yield* TestClock.adjust("5 seconds")
-      yield* Effect.repeatN(Effect.yieldNow(), 20)
+      yield* Effect.zipRight(Effect.repeatN(Effect.yieldNow(), 20), Effect.repeatN(realPause, 4))
       yield* sql`ALTER TABLE waits_away RENAME TO waits`.pipe(Effect.orDie)
       yield* TestClock.adjust("5 seconds")
       yield* Effect.repeatN(Effect.yieldNow(), 20)
+      for (let i = 0; i < 50 && (yield* waitStatus(w.wait_id)).status === "open"; i++) yield* realPause
       assert.strictEqual((yield* waitStatus(w.wait_id)).status, "unsatisfied")
     }).pipe(Effect.provide(SweepLive.pipe(Layer.provideMerge(SophiaTest)))))
 })

@@ -87,3 +87,9 @@ export const ftsQuery = (text: string): string | undefined => {
   const words = (text.match(/[\p{L}\p{N}_]+/gu) ?? []).slice(0, 32)
   return words.length === 0 ? undefined : words.map((w) => `"${w}"`).join(" OR ")
 }
+
+/** The same words as a Postgres `tsquery` (each a quoted lexeme, any may match). */
+export const tsQuery = (text: string): string | undefined => {
+  const words = (text.match(/[\p{L}\p{N}_]+/gu) ?? []).slice(0, 32)
+  return words.length === 0 ? undefined : words.map((w) => `'${w.toLowerCase()}'`).join(" | ")
+}

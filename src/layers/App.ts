@@ -27,12 +27,16 @@ import { Waits } from "../services/Waits.js"
 import { Wakeups } from "../services/Wakeups.js"
 import { MetricsScrapeLive, RequestLogOn } from "../observability/Metrics.js"
 import type { StoreChoice } from "./Sql.js"
-import { SqliteLive, storeLayer } from "./Sql.js"
+import { storeLayer, TestStore } from "./Sql.js"
 
 /** The store layers embedders choose from (the seam: everything above needs only `SqlClient`). */
-export { backupSqlite, SqliteLive, storeLayer, StoreUnavailable } from "./Sql.js"
-export type { StoreChoice } from "./Sql.js"
+export { backupSqlite, describeStore, SqliteLive, StoreChoice, storeLayer, StoreUnavailable } from "./Sql.js"
+export { PgLive } from "./Pg.js"
+
+/** A store named by a SQLite file path or chosen explicitly (a Postgres URL); opening failures are defects here. */
+const storeOf = (store: string | StoreChoice) => storeLayer(typeof store === "string" ? { filename: store } : store).pipe(Layer.orDie)
 import { SweepLive } from "./Sweep.js"
+import { CrossDaemonEvents } from "./CrossDaemon.js"
 
 /**
  * Who hears what: every subscriber of every domain event, in the order it runs, with the policy that
@@ -169,21 +173,29 @@ export const makeCore = <E, R>(
   )
 }
 
-/** The embeddable app over a SQLite file: services, registry and dispatcher (no transport). */
-export const SophiaLive = (filename: string) => makeCore(SqliteLive(filename))
+/** The embeddable app over a SQLite file (or a chosen store): services, registry and dispatcher (no transport). */
+export const SophiaLive = (store: string | StoreChoice) => makeCore(storeOf(store))
 
-/** The same over a fresh in-memory SQLite: what tests use. */
-export const SophiaTest = makeCore(SqliteLive(":memory:"))
+/**
+ * The same over a fresh in-memory SQLite — or a fresh Postgres schema in the suite's Postgres run
+ * (`TestStore`): what tests use.
+ */
+export const SophiaTest = makeCore(TestStore)
 
 /** The app over the store the CLI resolved (a SQLite file or a Postgres URL); opening failures are typed. */
 export const SophiaOn = (store: StoreChoice) => makeCore(storeLayer(store))
 
-/** The served daemon: the app plus the HTTP transport. */
+/**
+ * The served daemon: the app plus the HTTP transport; on Postgres, committed events also travel to and
+ * from the other daemons on the same database (LISTEN/NOTIFY; a no-op on SQLite).
+ */
 export const ServeLive = (options: { readonly store: StoreChoice } & Http.HttpConfig) =>
-  Layer.mergeAll(Http.layer(options), SweepLive, SandboxWarmUp).pipe(
+  Layer.mergeAll(Http.layer(options), SweepLive, SandboxWarmUp, CrossDaemonEvents).pipe(
     Layer.provideMerge(SophiaOn(options.store).pipe(Layer.provide(RequestLogOn)))
   )
 
 /** A long-running process over a store without HTTP (stdio): the app plus the wait sweep. */
 export const DaemonLive = (store: StoreChoice) =>
-  Layer.merge(SweepLive, SandboxWarmUp).pipe(Layer.provideMerge(SophiaOn(store).pipe(Layer.provide(RequestLogOn))))
+  Layer.mergeAll(SweepLive, SandboxWarmUp, CrossDaemonEvents).pipe(
+    Layer.provideMerge(SophiaOn(store).pipe(Layer.provide(RequestLogOn)))
+  )

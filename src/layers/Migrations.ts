@@ -1,4 +1,5 @@
-import { Migrator } from "@effect/sql"
+import { Migrator, SqlClient } from "@effect/sql"
+import { Effect } from "effect"
 import auth from "./migrations/0001_auth.js"
 import coordination from "./migrations/0002_coordination.js"
 import ledger from "./migrations/0003_ledger.js"
@@ -24,4 +25,32 @@ export const migrations = {
 export const runMigrations = Migrator.make({})({
   loader: Migrator.fromRecord(migrations),
   table: "sophia_migrations"
+})
+
+/** The key of the advisory lock migrations run under (any fixed 64-bit number; "sophia" in ASCII). */
+const MIGRATION_LOCK = 0x736f70686961
+
+/**
+ * `runMigrations`, run once however many daemons start together. On Postgres a session-level advisory
+ * lock, held on one reserved connection while the migrator runs on others, serializes them: the first
+ * applies what is missing, the others then find nothing to do. (The migrator's own `LOCK TABLE` cannot
+ * do it alone: two daemons on an empty database both try to create its table; and the migrations
+ * cannot all share one transaction, since the migrator probes for its table with a statement that fails.)
+ * The lock ends with the session, so a daemon that dies mid-migration frees it. SQLite needs nothing:
+ * `BEGIN IMMEDIATE` already serializes processes on one file.
+ */
+export const runMigrationsOnce = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  return yield* sql.onDialectOrElse({
+    pg: () =>
+      Effect.scoped(Effect.gen(function*() {
+        const lock = yield* sql.reserve
+        yield* Effect.acquireRelease(
+          lock.executeRaw(`SELECT pg_advisory_lock(${MIGRATION_LOCK})`, []),
+          () => Effect.ignore(lock.executeRaw(`SELECT pg_advisory_unlock(${MIGRATION_LOCK})`, []))
+        )
+        return yield* runMigrations
+      })),
+    orElse: () => runMigrations
+  })
 })

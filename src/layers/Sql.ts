@@ -1,7 +1,7 @@
 /**
  * The store seam. Services need only `SqlClient`; this module is the one place that knows which store
- * provides it (the SQLite file by default; Postgres by URL once its layer lands) and the only file
- * outside tests and benchmarks that names the SQLite driver.
+ * provides it (the SQLite file by default; Postgres by URL, `./Pg.ts`: see `storeLayer`) and the only
+ * file outside tests and benchmarks that names the SQLite driver.
  *
  * The SQLite `SqlClient` is built on better-sqlite3 like `@effect/sql-sqlite-node`, with what that
  * client does not let us set:
@@ -18,9 +18,10 @@ import type { Connection } from "@effect/sql/SqlConnection"
 import { SqlError } from "@effect/sql/SqlError"
 import * as Statement from "@effect/sql/Statement"
 import Sqlite from "better-sqlite3"
-import { Context, Effect, Layer, Schema, Scope } from "effect"
+import { Config, Context, Effect, Layer, Option, Redacted, Schema, Scope } from "effect"
 import { DirectConnection } from "../services/Statements.js"
-import { runMigrations } from "./Migrations.js"
+import { runMigrations, runMigrationsOnce } from "./Migrations.js"
+import { pgClient, PgFreshSchema } from "./Pg.js"
 import * as fs from "node:fs"
 import * as path from "node:path"
 
@@ -226,8 +227,25 @@ export const sqliteClient = (config: SqliteStoreConfig): Layer.Layer<Client.SqlC
 export const SqliteLive = (filename: string): Layer.Layer<Client.SqlClient> =>
   Layer.effectDiscard(runMigrations).pipe(Layer.provideMerge(sqliteClient({ filename })), Layer.orDie)
 
-/** Where the graph lives: a SQLite file (or `:memory:`), or a Postgres URL. */
+/** Where the graph lives: a SQLite file (or `:memory:`), or a Postgres database by URL. */
 export type StoreChoice = { readonly filename: string } | { readonly url: string }
+
+export const StoreChoice = {
+  sqlite: (filename: string): StoreChoice => ({ filename }),
+  postgres: (url: string | Redacted.Redacted): StoreChoice => ({ url: typeof url === "string" ? url : Redacted.value(url) })
+}
+
+/** A short, password-free description of the store for logs and banners. */
+export const describeStore = (choice: StoreChoice): string => {
+  if (!("url" in choice)) return choice.filename === ":memory:" ? ":memory:" : path.resolve(choice.filename)
+  try {
+    const u = new URL(choice.url)
+    u.password = ""
+    return u.toString()
+  } catch {
+    return "postgres"
+  }
+}
 
 /** The store could not be opened (not a database, unreadable path, no Postgres in this build…): one line. */
 export class StoreUnavailable extends Schema.TaggedError<StoreUnavailable>()("StoreUnavailable", {
@@ -248,10 +266,12 @@ const describeCause = (error: unknown): string => {
  */
 export const storeLayer = (choice: StoreChoice): Layer.Layer<Client.SqlClient, StoreUnavailable> => {
   if ("url" in choice) {
-    return Layer.fail(
-      new StoreUnavailable({
-        message: "a Postgres URL was given (--database-url / SOPHIA_DATABASE_URL), but Postgres support is not in this build; use --db PATH (SQLite)"
-      })
+    // the pool with every migration applied once (PgClient rides along for LISTEN/NOTIFY)
+    return Layer.effectDiscard(runMigrationsOnce).pipe(
+      Layer.provideMerge(pgClient({ url: choice.url })),
+      Layer.mapError((e) =>
+        new StoreUnavailable({ message: `cannot use the Postgres database ${describeStore(choice)}: ${describeCause(e)}` })
+      )
     )
   }
   const where = choice.filename === ":memory:" ? ":memory:" : path.resolve(choice.filename)
@@ -283,3 +303,13 @@ export const backupSqlite = (filename: string, out: string) =>
     yield* Effect.sync(() => fs.chmodSync(target, 0o600))
     return { source, out: target, bytes: fs.statSync(target).size }
   }).pipe(Effect.scoped)
+
+/**
+ * The store tests run on: a fresh in-memory SQLite, or — when `SOPHIA_TEST_DATABASE_URL` names a
+ * Postgres server (the suite's Postgres run, see vitest.config.ts) — a fresh schema there, dropped
+ * afterwards. One suite, two layers.
+ */
+export const TestStore: Layer.Layer<Client.SqlClient> = Layer.unwrapEffect(Effect.map(
+  Effect.orDie(Config.option(Config.string("SOPHIA_TEST_DATABASE_URL"))),
+  (url) => Option.isSome(url) && url.value.trim() !== "" ? PgFreshSchema(url.value) : SqliteLive(":memory:")
+))

@@ -9,6 +9,7 @@ import { ApprovalDenied, ApprovalRequired, NotFound, OwnerApprovalRequired, Vali
 import { ApprovalDecided } from "../domain/Events.js"
 import { nowIso } from "../domain/Time.js"
 import { Auth } from "./Auth.js"
+import { serialize } from "./Dialect.js"
 import { Events } from "./Events.js"
 import { Wakeups } from "./Wakeups.js"
 
@@ -102,6 +103,9 @@ export class Approvals extends Effect.Service<Approvals>()("sophia/Approvals", {
             row.value.args_hash === hash
           ) return row.value
         }
+        // find-or-create is one decision per binding: serialized (advisory lock, Dialect.ts), so the same
+        // call retried on two daemons at once binds to one approval, never two
+        yield* serialize(sql, `approval/${caller.connectionId}/${tool.name}/${hash}`)
         const open = yield* sql`SELECT * FROM approvals WHERE connection_id = ${caller.connectionId}
           AND tool = ${tool.name} AND args_hash = ${hash} AND status IN ('pending', 'approved')
           ORDER BY created_at, id LIMIT 1`.pipe(Effect.flatMap(decodeApprovals), Effect.orDie)
@@ -154,6 +158,10 @@ export class Approvals extends Effect.Service<Approvals>()("sophia/Approvals", {
     const executeOnce = <A, E>(id: string, execute: Effect.Effect<A, E>) =>
       Effect.gen(function*() {
         const token = CLAIM_PREFIX + randomUUID()
+        // Execute-once across writers: this conditional UPDATE takes the row lock, so a concurrent claimant
+        // (another daemon) blocks on it until this transaction ends, then re-reads the row (READ COMMITTED)
+        // and finds it `executed` with our stored result (0 rows: it replays) — or, if we rolled back,
+        // `approved` again and claims it itself. On SQLite the single writer gives the same order.
         yield* sql`UPDATE approvals SET status = 'executed', executed_at = ${yield* nowIso}, result = ${token}
           WHERE id = ${id} AND status = 'approved'`
         const row = Option.getOrThrow(yield* byId(id))

@@ -14,6 +14,7 @@ import {
 } from "../domain/Errors.js"
 import { ConnectionRevoked } from "../domain/Events.js"
 import { DbInt, nowIso } from "../domain/Time.js"
+import { serialize } from "./Dialect.js"
 import { Events } from "./Events.js"
 import { makeFixedStatements } from "./Statements.js"
 
@@ -141,6 +142,9 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
 
     const ensureUser = (name: string, isOwner: boolean) =>
       Effect.gen(function*() {
+        // find-or-create by name: concurrent writers (two daemons creating the same user) go one at a time
+        // (advisory lock, Dialect.ts), so the loser finds the winner's row instead of hitting users.name UNIQUE
+        yield* serialize(sql, `users/${name}`)
         const existing = yield* userIdByName(name)
         if (Option.isSome(existing)) return existing.value
         const id = randomUUID()
@@ -158,6 +162,10 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
         const name = yield* decodeName(input.name).pipe(
           Effect.mapError(() => new ValidationError({ detail: `invalid connection name ${JSON.stringify(input.name)}` }))
         )
+        // the name-clash check and the insert are one decision per user: serialized (advisory lock, Dialect.ts),
+        // so two daemons minting the same name give one connection and one ValidationError, never a
+        // unique-index violation (connections_live_name stays the backstop)
+        yield* serialize(sql, `connection-names/${input.userId}`)
         const clash = yield* findClash({ userId: input.userId, name, except: "" })
         if (clash.length > 0) {
           return yield* new ValidationError({ detail: `a live connection named ${JSON.stringify(name)} already exists` })
@@ -187,6 +195,8 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
      * connection (bearer included, to print once), or none when the database already had users.
      */
     const bootstrapOwner = Effect.fn("Auth.bootstrapOwner")(function*() {
+      // daemons started together on an empty database: one bootstraps, the others then count its user
+      yield* serialize(sql, "bootstrap-owner")
       const users = yield* countUsers(undefined)
       if (users.n > 0) return Option.none<MintedConnection>()
       const userId = yield* ensureUser(OWNER, true)
@@ -250,6 +260,8 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
       const name = yield* decodeName(newName).pipe(
         Effect.mapError(() => new ValidationError({ detail: `invalid connection name ${JSON.stringify(newName)}` }))
       )
+      // the same decision as minting a name (see insertConnection): serialized per user
+      yield* serialize(sql, `connection-names/${target.user_id}`)
       const clash = yield* findClash({ userId: target.user_id, name, except: target.connection_id })
       if (clash.length > 0) {
         return yield* new ValidationError({ detail: `a live connection named ${JSON.stringify(name)} already exists` })

@@ -18,9 +18,10 @@ import { BEACON_CHANNEL, isArcChannel, PostKind as PostKindSchema } from "../dom
 import { PayloadTooLarge, ValidationError } from "../domain/Errors.js"
 import type { DomainEvent } from "../domain/Events.js"
 import { PostLanded } from "../domain/Events.js"
-import { ftsQuery } from "../domain/Search.js"
+import { ftsQuery, tsQuery } from "../domain/Search.js"
 import { DbInt, nowIso } from "../domain/Time.js"
 import { Auth } from "./Auth.js"
+import { forUpdate, serialize } from "./Dialect.js"
 import { Events } from "./Events.js"
 import { makeFixedStatements } from "./Statements.js"
 import { Wakeups } from "./Wakeups.js"
@@ -212,6 +213,21 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
 
     // ---- channel lifecycle (inside the write transaction) ----
 
+    const channelKey = (userId: string, channel: string) => `channel/${userId}/${channel}`
+
+    /**
+     * Inside the caller's transaction: no post lands on the channel until it ends, and every post that
+     * landed before is visible to the caller's next statements. A wait being declared holds it, so a post
+     * either lands before (the declaration reads it) or after (the post's hook sees the committed wait).
+     * Postgres: the channel's advisory lock (for a channel with no post yet; see `write`) and the counter
+     * row `FOR UPDATE` (every later post takes that row first). SQLite: nothing (one writer).
+     */
+    const holdChannel = (userId: string, channel: string) =>
+      Effect.gen(function*() {
+        yield* serialize(sql, channelKey(userId, channel))
+        yield* sql`SELECT last_seq FROM channel_counters WHERE user_id = ${userId} AND channel = ${channel} ${forUpdate(sql)}`
+      }).pipe(Effect.orDie)
+
     /** Take a channel's counts out of the user's and every connection's totals. */
     const archive = (userId: string, channel: string, visible: number, postId: string, now: string) =>
       Effect.gen(function*() {
@@ -306,6 +322,12 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
         // the channel's next seq, its visible count and (same statement) whether it is archived
         const [counter] = yield* bumpChannel(userId, channel, visibleInc, now).pipe(Effect.flatMap(decodeChannelCounter))
         const seq = counter.last_seq
+        // channel_seq is gapless and unique under concurrent writers by the upsert's row lock: a second
+        // writer on the channel blocks on the counter row until this transaction ends and then increments
+        // the committed value (a rollback hands its seq back). The first post of a channel has no row to lock
+        // before its insert: it also takes the channel's advisory lock, the one a wait declared on this
+        // channel holds (see `holdChannel`), so the wait and the post cannot miss each other.
+        if (seq === 1) yield* serialize(sql, channelKey(userId, channel))
         const channelVisible = counter.visible
         const wasArchived = counter.archived_at !== null && counter.archived_at !== undefined
         const totalInc = visibleInc === 1 && !wasArchived ? 1 : 0
@@ -468,15 +490,40 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
     /** Mark the returned posts read for this connection only, keeping the counters exact. */
     const markRead = (caller: Caller, rows: ReadonlyArray<DbPostRow>, now: string) =>
       Effect.gen(function*() {
-        const fresh = rows.filter((r) => r.connection_id !== caller.connectionId && r.is_read === 0)
-        if (fresh.length === 0) return
-        yield* sql`INSERT INTO reads ${
-          sql.insert(fresh.map((r) => ({ user_id: caller.userId, connection_id: caller.connectionId, post_id: r.id, read_at: now })))
-        } ON CONFLICT DO NOTHING`
+        const candidates = rows.filter((r) => r.connection_id !== caller.connectionId && r.is_read === 0)
+        if (candidates.length === 0) return
+        // Concurrent readers of one connection (two daemons): only the rows this insert really added are
+        // counted (RETURNING skips those another transaction marked first), so `consumed` never counts a
+        // read twice.
+        const inserted = yield* sql<{ post_id: string }>`INSERT INTO reads ${
+          sql.insert(candidates.map((r) => ({ user_id: caller.userId, connection_id: caller.connectionId, post_id: r.id, read_at: now })))
+        } ON CONFLICT DO NOTHING RETURNING post_id`
+        const added = new Set(inserted.map((r) => r.post_id))
+        const fresh = candidates.filter((r) => added.has(r.id))
+        // Archive state per channel as it stands now: the counter rows are share-locked first (Postgres;
+        // in channel order, so readers never deadlock one another), so no closeout can archive or re-open
+        // one of these channels before this transaction ends, and the state read after the lock is current.
+        const channelsRead = [...new Set(fresh.filter((r) => r.kind !== "heartbeat").map((r) => r.channel))].sort()
+        // (SQLite: the page's own reading is current, nothing can have moved under the write lock.)
+        const archivedNow = new Map<string, boolean>()
+        if (channelsRead.length > 0) {
+          yield* sql.onDialectOrElse({
+            pg: () =>
+              Effect.gen(function*() {
+                yield* sql`SELECT channel FROM channel_counters WHERE user_id = ${caller.userId}
+                  AND ${sql.in("channel", channelsRead)} ORDER BY channel FOR SHARE`
+                const states = yield* sql<{ id: string; archived_at: string | null }>`SELECT id, archived_at FROM channels
+                  WHERE user_id = ${caller.userId} AND ${sql.in("id", channelsRead)}`
+                for (const c of channelsRead) archivedNow.set(c, false)
+                for (const st of states) archivedNow.set(st.id, st.archived_at !== null)
+              }),
+            orElse: () => Effect.void
+          })
+        }
         const perChannel = new Map<string, { n: number; archived: boolean }>()
         for (const r of fresh) {
           if (r.kind === "heartbeat") continue
-          const c = perChannel.get(r.channel) ?? { n: 0, archived: r.archived === 1 }
+          const c = perChannel.get(r.channel) ?? { n: 0, archived: archivedNow.get(r.channel) ?? r.archived === 1 }
           c.n++
           perChannel.set(r.channel, c)
         }
@@ -571,6 +618,15 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
           where.push(sql`r.post_id IS NULL`)
         }
         if (input.before_seq !== undefined) where.push(sql`p.channel_seq < ${input.before_seq}`)
+        // The user's last position, read before the page (see the scan mark below): under concurrent writers
+        // a post may commit between two statements, so "everything up to here was seen" must be a position
+        // committed no later than the page's own snapshot (positions commit in order: the counter row's lock).
+        const advanceMarks = mark && useMarks && kinds === undefined && input.cursor === undefined
+        const lastPosBefore = advanceMarks
+          ? (yield* sql`SELECT last_pos AS n FROM post_counters WHERE user_id = ${userId}`.pipe(
+            Effect.flatMap(decodeOptionalNumber)
+          ))[0]?.n ?? 0
+          : 0
         // the conversation without a cursor is its newest `limit` posts (in seq order); a cursor pages forward
         const rows = yield* selectPosts(caller, where, limit, conversation && input.cursor === undefined)
 
@@ -578,13 +634,9 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
           const now = yield* nowIso
           yield* markRead(caller, rows, now)
           // advance the scan mark over a range this read has fully consumed
-          if (useMarks && kinds === undefined && input.cursor === undefined) {
-            // a short page saw everything there is (the write lock is held): up to the user's last position
-            const top = rows.length < limit
-              ? (yield* sql`SELECT last_pos AS n FROM post_counters WHERE user_id = ${userId}`.pipe(
-                Effect.flatMap(decodeOptionalNumber)
-              ))[0]?.n ?? 0
-              : rows[rows.length - 1].pos
+          if (advanceMarks) {
+            // a short page saw everything there is up to the last position committed before it
+            const top = rows.length < limit ? lastPosBefore : rows[rows.length - 1].pos
             if (channel !== undefined) {
               if (top > lwmPos) {
                 yield* sql`INSERT INTO inbox_channel_state (user_id, connection_id, channel, consumed, lwm_pos)
@@ -774,7 +826,15 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
       const match = ftsQuery(text)
       if (match === undefined) return []
       return yield* sql.onDialectOrElse({
-        pg: () => Effect.dieMessage("search over posts needs SQLite FTS5; the Postgres full-text index is not built yet"),
+        pg: () =>
+          sql`WITH q AS (SELECT to_tsquery('simple', ${tsQuery(text)!}) AS q)
+            SELECT p.id AS post_id, p.channel, p.channel_seq, p.kind, p.connection_id, p.created_at,
+              ts_headline('simple', p.body, q.q, 'StartSel=[, StopSel=], MaxWords=16, MinWords=4') AS snippet,
+              ts_rank(p.search, q.q) AS bm25
+            FROM posts p, q
+            WHERE p.search @@ q.q AND p.user_id = ${caller.userId}
+            ORDER BY bm25 DESC, p.id
+            LIMIT ${limit}`,
         orElse: () =>
           sql`WITH top AS (
               SELECT rowid AS rid, bm25(posts_fts) AS rank FROM posts_fts
@@ -790,7 +850,7 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
       }).pipe(Effect.flatMap(decodePostHits))
     }, Effect.catchTag("SqlError", "ParseError", Effect.die))
 
-    return { post, beacon, inbox, wouldReturn, watchUnread, searchPosts, unreadCount, counts, lastSeq, firstPost, postIdsOf } as const
+    return { post, beacon, inbox, wouldReturn, watchUnread, searchPosts, unreadCount, counts, lastSeq, firstPost, postIdsOf, holdChannel } as const
   })
 }) {}
 

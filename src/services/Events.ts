@@ -97,6 +97,12 @@ export class Events extends Effect.Service<Events>()("sophia/Events", {
     /** Committed events from now on, for as long as the scope lives. */
     const listen: Effect.Effect<Queue.Dequeue<DomainEvent>, never, Scope.Scope> = PubSub.subscribe(committed)
 
-    return { publish, transaction, subscribe, wiring, listen } as const
+    /**
+     * Hand listeners an event another daemon committed (it arrived over the store's notification channel,
+     * see layers/CrossDaemon.ts). No subscriber runs: they ran inside the write that published it.
+     */
+    const deliver = (event: DomainEvent): Effect.Effect<void> => Effect.asVoid(PubSub.publish(committed, event))
+
+    return { publish, transaction, subscribe, wiring, listen, deliver } as const
   })
 }) {}

@@ -25,12 +25,14 @@ import {
   MutationChange as MutationChangeSchema
 } from "../domain/Knowledge.js"
 import { DbInt, nowIso } from "../domain/Time.js"
-import { ftsQuery } from "../domain/Search.js"
+import { ftsQuery, tsQuery } from "../domain/Search.js"
 import { Coordination } from "./Coordination.js"
+import { serialize } from "./Dialect.js"
 
 const newId = (prefix: string) => `${prefix}-${randomUUID()}`
 
-export { ftsQuery } from "../domain/Search.js"
+export { ftsQuery, tsQuery } from "../domain/Search.js"
+
 
 const decodeChanges = Schema.decodeUnknownSync(Schema.parseJson(Schema.Array(MutationChangeSchema)))
 
@@ -141,6 +143,9 @@ export class Knowledge extends Effect.Service<Knowledge>()("sophia/Knowledge", {
     // ------------------------------------------------------------------ writes
 
     const createEntity = Effect.fn("Knowledge.createEntity")(function*(caller: Caller, input: CreateEntityInput) {
+      // the clash check and the insert are one decision per user: serialized (advisory lock, Dialect.ts), so
+      // concurrent writers get one entity and one ValidationError (entities_live_name stays the backstop)
+      yield* serialize(sql, `entity-names/${caller.userId}`)
       const clash = yield* sql<{ id: string }>`SELECT id FROM entities WHERE user_id = ${caller.userId}
         AND name = ${input.name} AND deleted_at IS NULL`
       if (clash.length > 0) {
@@ -293,7 +298,10 @@ export class Knowledge extends Effect.Service<Knowledge>()("sophia/Knowledge", {
 
     // ------------------------------------------------------------------ reads
 
-    /** Full-text search (SQLite FTS5, BM25; title weighs 3× the body), best match first, within the caller's scope. */
+    /**
+     * Full-text search (SQLite FTS5 with BM25, or Postgres tsvector + GIN with ts_rank; the title weighs 3×
+     * the body), best match first, within the caller's scope: the same results on either store.
+     */
     const search = Effect.fn("Knowledge.search")(function*(caller: Caller, input: SearchDocumentsInput) {
       const match = ftsQuery(input.query)
       const scope = yield* scopeIds(caller)
@@ -302,7 +310,22 @@ export class Knowledge extends Effect.Service<Knowledge>()("sophia/Knowledge", {
       // two stages: rank inside the index (user and scope are unindexed columns of it), then snippets and
       // document fields for the top `limit` rows only (a snippet per match before sorting is the slow path)
       const rows = yield* sql.onDialectOrElse({
-        pg: () => Effect.dieMessage("search_documents needs SQLite FTS5; the Postgres full-text index is not built yet"),
+        // Postgres: the generated `documents.search` tsvector (title weight A, body B) under a GIN index
+        // (migration 0005); ranked by ts_rank with the title at 3× the body, as BM25 weighs it on SQLite
+        pg: () =>
+          sql`WITH q AS (SELECT to_tsquery('simple', ${tsQuery(input.query)!}) AS q),
+            top AS (
+              SELECT d.id, ts_rank('{0, 0, 0.3333, 1.0}', d.search, q.q) AS score FROM documents d, q
+              WHERE d.search @@ q.q AND d.user_id = ${caller.userId} AND d.deleted_at IS NULL
+                ${scopeClause("d.entity_id", scope)}
+              ORDER BY score DESC, d.id LIMIT ${limit}
+            )
+            SELECT d.id AS document_id, d.title AS title,
+              ts_headline('simple', d.title || ' — ' || d.body, q.q,
+                'StartSel=[, StopSel=], MaxWords=16, MinWords=4, ShortWord=1, FragmentDelimiter=…, MaxFragments=2') AS snippet,
+              top.score AS score, d.uri AS uri, d.entity_id AS entity_id, d.created_at AS created_at
+            FROM top JOIN documents d ON d.id = top.id, q
+            ORDER BY top.score DESC, d.id`,
         orElse: () =>
           sql`WITH top AS (
               SELECT rowid AS rid, bm25(documents_fts, 0.0, 0.0, 0.0, 3.0, 1.0) AS rank FROM documents_fts
@@ -339,7 +362,16 @@ export class Knowledge extends Effect.Service<Knowledge>()("sophia/Knowledge", {
       const scope = yield* scopeIds(caller)
       if (match === undefined || (scope !== undefined && scope.length === 0)) return []
       return yield* sql.onDialectOrElse({
-        pg: () => Effect.dieMessage("search over facts needs SQLite FTS5; the Postgres full-text index is not built yet"),
+        pg: () =>
+          sql`WITH q AS (SELECT to_tsquery('simple', ${tsQuery(text)!}) AS q)
+            SELECT f.id AS fact_id, f.subject, f.predicate, f.object, f.entity_id, f.created_at,
+              ts_headline('simple', f.subject || ' ' || f.predicate || ' ' || f.object, q.q,
+                'StartSel=[, StopSel=], MaxWords=16, MinWords=4') AS snippet,
+              ts_rank(f.search, q.q) AS bm25
+            FROM facts f, q
+            WHERE f.search @@ q.q AND f.user_id = ${caller.userId} AND f.deleted_at IS NULL ${scopeClause("f.entity_id", scope)}
+            ORDER BY bm25 DESC, f.id
+            LIMIT ${limit}`,
         orElse: () =>
           sql`WITH top AS (
               SELECT rowid AS rid, bm25(facts_fts) AS rank FROM facts_fts

@@ -14,6 +14,7 @@ import { WAIT_CHANNEL, WaitCycle } from "../domain/Waits.js"
 import { orphanOf, silentAfterSConfig } from "../domain/Orphans.js"
 import { Auth } from "./Auth.js"
 import { Coordination } from "./Coordination.js"
+import { serialize } from "./Dialect.js"
 import { Events } from "./Events.js"
 import { Ledger } from "./Ledger.js"
 import { makeFixedStatements } from "./Statements.js"
@@ -273,6 +274,9 @@ export class Waits extends Effect.Service<Waits>()("sophia/Waits", {
       const from = predicate.type === "post_exists"
         ? predicate.from === undefined ? on : yield* auth.resolve(caller.userId, predicate.from)
         : undefined
+      // The cycle check and the insert are one decision over the user's whole wait graph: serialized per
+      // user (advisory lock, Dialect.ts), so two waits that together close a cycle cannot both pass it.
+      yield* serialize(sql, `wait-graph/${caller.userId}`)
       const cycle = yield* cycleThrough(caller.userId, caller.connectionId, on.connection_id)
       if (cycle) {
         const refs = yield* Effect.forEach([...cycle, caller.connectionId], (id) => Effect.map(nameOf(id), (n) => ref(id, n)))
@@ -289,6 +293,9 @@ export class Waits extends Effect.Service<Waits>()("sophia/Waits", {
       const expiresAt = iso(expiresMs)
 
       const waitId = `wait-${randomUUID()}`
+      // no post lands on the predicate's channel until this declaration commits (see Coordination.holdChannel):
+      // a post either committed before (read below) or comes after and its hook sees this wait
+      yield* coordination.holdChannel(caller.userId, predicate.channel)
       // the channel's sequence as it stands before the wait's own post, so that post can never count
       const currentSeq = yield* coordination.lastSeq(caller.userId, predicate.channel)
       const predSeq = predicate.type === "seq_reached" ? predicate.seq : predicate.after_seq ?? currentSeq

@@ -91,7 +91,7 @@ describe("sophia CLI: failures are one line", { timeout: 120_000 }, () => {
     }
   })
 
-  it("a Postgres URL (flag or env) is refused in one line by this build", () => {
+  it("an unreachable Postgres URL (flag or env) is refused in one line", () => {
     const db = path.join(freshDir(), "s.db")
     assertOneLine(sophia(["connection", "list", "--database-url", "postgres://u:p@127.0.0.1:1/x", "--db", db]), "Postgres")
     assertOneLine(sophia(["--database-url", "postgres://u:p@127.0.0.1:1/x", "ledger", "verify"]), "Postgres")

@@ -8,8 +8,8 @@ import { Effect } from "effect"
  *
  * Full-text search is SQLite FTS5: a standalone table holding a copy of title and body plus the
  * document's id, user and entity (unindexed columns, so ranking and filtering never leave the index);
- * a deleted document leaves it. Postgres has no FTS5; its tsvector index is not built yet (see
- * Knowledge.search). Lookups by id lists go through the primary keys only (no (user_id, …) index on
+ * a deleted document leaves it. Postgres has no FTS5: a generated tsvector column under a GIN index
+ * (added here in the Postgres branch: no Postgres database predates it, the store was refused before). Lookups by id lists go through the primary keys only (no (user_id, …) index on
  * documents or facts' sources that the planner could prefer for an `id IN (…)` query).
  */
 export default Effect.gen(function*() {
@@ -37,7 +37,14 @@ export default Effect.gen(function*() {
     deleted_at TEXT
   )`
   yield* sql.onDialectOrElse({
-    pg: () => Effect.void,
+    // Postgres: a generated tsvector (title weight A, body B; the 'simple' configuration, no stemming,
+    // like unicode61) under a GIN index; deleted documents are filtered by the query
+    pg: () =>
+      Effect.zipRight(
+        sql`ALTER TABLE documents ADD COLUMN search tsvector GENERATED ALWAYS AS
+          (setweight(to_tsvector('simple', title), 'A') || setweight(to_tsvector('simple', body), 'B')) STORED`,
+        sql`CREATE INDEX documents_search ON documents USING GIN (search)`
+      ),
     orElse: () =>
       sql`CREATE VIRTUAL TABLE documents_fts USING fts5(document_id UNINDEXED, user_id UNINDEXED, entity_id UNINDEXED, title, body, tokenize = 'unicode61 remove_diacritics 2')`
   })

@@ -13,7 +13,16 @@ import { Effect } from "effect"
 export default Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   yield* sql.onDialectOrElse({
-    pg: () => Effect.void,
+    // Postgres: generated tsvector columns under GIN indexes (no Postgres database predates this: the
+    // store was refused until issue 15), read by Knowledge.searchFacts and Coordination.searchPosts
+    pg: () =>
+      Effect.gen(function*() {
+        yield* sql`ALTER TABLE facts ADD COLUMN search tsvector GENERATED ALWAYS AS
+          (to_tsvector('simple', subject || ' ' || predicate || ' ' || object)) STORED`
+        yield* sql`CREATE INDEX facts_search ON facts USING GIN (search)`
+        yield* sql`ALTER TABLE posts ADD COLUMN search tsvector GENERATED ALWAYS AS (to_tsvector('simple', body)) STORED`
+        yield* sql`CREATE INDEX posts_search ON posts USING GIN (search)`
+      }),
     orElse: () =>
       Effect.gen(function*() {
         yield* sql`CREATE VIRTUAL TABLE facts_fts USING fts5(fact_id UNINDEXED, user_id UNINDEXED, entity_id UNINDEXED, subject, predicate, object, tokenize = 'unicode61 remove_diacritics 2')`
