@@ -16,6 +16,8 @@ import { Approvals } from "./services/Approvals.js"
 import { Auth } from "./services/Auth.js"
 import type { MintedConnection } from "./services/Auth.js"
 import { Ledger } from "./services/Ledger.js"
+import { Portal } from "./services/Portal.js"
+import * as fs from "node:fs"
 
 const db = Options.file("db").pipe(
   Options.withDefault("./.sophia/sophia.db"),
@@ -64,6 +66,10 @@ const serve = Command.make(
           const auth = yield* Auth
           const http = yield* HttpServer
           const minted = yield* auth.bootstrapOwner()
+          // first start: the owner's portal login link too (one use, 10 minutes; `sophia portal` mints more)
+          const portalLink = Option.isSome(minted)
+            ? `${http.baseUrl}/portal/login?token=${(yield* (yield* Portal).mintLogin()).token}`
+            : undefined
           const ready = `Sophia ${SERVER_INFO.version} listening; MCP endpoint ${http.mcpUrl} (database ${db})`
           // one write, so a reader that saw the endpoint line has the bearer too
           yield* Console.log(Option.match(minted, {
@@ -80,6 +86,9 @@ const serve = Command.make(
                 clientConfig(http.mcpUrl, bearer),
                 ``,
                 `Mint more: npx sophia connection create --name <agent> --profile observer|assistant|full --db ${db}`,
+                ``,
+                `The owner's portal (this link logs you in once, within 10 minutes; \`sophia portal\` prints a new one):`,
+                `    ${portalLink}`,
                 ``
               ].join("\n")
           }))
@@ -187,7 +196,31 @@ const approvalsDeny = Command.make("deny", { db, approvalId }, ({ approvalId, db
 
 const approvals = Command.make("approvals").pipe(Command.withSubcommands([approvalsList, approvalsApprove, approvalsDeny]))
 
-const sophia = Command.make("sophia").pipe(Command.withSubcommands([serve, stdio, connection, ledger, approvals]))
+/**
+ * `sophia portal`: a one-time login link for the owner's portal (valid 10 minutes, one use), printed as the
+ * last stdout line; `--logout-all` ends every portal session first.
+ */
+const portal = Command.make(
+  "portal",
+  {
+    db,
+    host: Options.text("host").pipe(Options.withDefault("127.0.0.1")),
+    port: Options.integer("port").pipe(Options.withDefault(7337)),
+    logoutAll: Options.boolean("logout-all").pipe(Options.withDescription("end every portal session now"))
+  },
+  ({ db, host, logoutAll, port }) =>
+    Effect.gen(function*() {
+      yield* refusePostgres
+      if (!fs.existsSync(db)) return yield* Effect.fail(new Error(`no database at ${db}`))
+      const service = yield* Portal
+      if (logoutAll) yield* Console.log(`logged out ${yield* service.logoutAll()} portal session(s)`)
+      const login = yield* service.mintLogin()
+      const hostForUrl = host.includes(":") ? `[${host}]` : host === "0.0.0.0" ? "127.0.0.1" : host
+      yield* Console.log(`http://${hostForUrl}:${port}/portal/login?token=${login.token}`)
+    }).pipe(Effect.provide(SophiaLive(db)))
+)
+
+const sophia = Command.make("sophia").pipe(Command.withSubcommands([serve, stdio, connection, ledger, approvals, portal]))
 
 const cli = Command.run(sophia, { name: "sophia", version: SERVER_INFO.version })
 

@@ -21,6 +21,8 @@ import { Catalog } from "../mcp/Catalog.js"
 import { Ledger } from "../services/Ledger.js"
 import { SandboxLive, SandboxWarmUp } from "../services/Sandbox.js"
 import { Orient } from "../services/Orient.js"
+import { Portal } from "../services/Portal.js"
+import { PortalRoutesLive } from "../mcp/portal/Routes.js"
 import { Waits } from "../services/Waits.js"
 import { SqliteLive } from "./Sql.js"
 
@@ -69,7 +71,7 @@ export const EventWiring = Layer.effectDiscard(Effect.gen(function*() {
 }))
 
 /** The store-facing services below the ledger (each provided the ones it asks). */
-const CoreServices = Layer.mergeAll(Coordination.Default, Approvals.Default).pipe(
+const CoreServices = Layer.mergeAll(Coordination.Default, Approvals.Default, Portal.Default).pipe(
   Layer.provideMerge(Auth.Default),
   Layer.provideMerge(Events.Default)
 )
@@ -143,7 +145,11 @@ export const SophiaTest = makeCore(SqliteLive(":memory:"))
 
 /** The served daemon: the app plus the HTTP transport. */
 export const ServeLive = (options: { readonly filename: string } & Http.HttpConfig) =>
-  Layer.mergeAll(Http.layer(options), SweepLive, SandboxWarmUp).pipe(Layer.provideMerge(SophiaLive(options.filename)))
+  Layer.mergeAll(Http.layer(options), SweepLive, SandboxWarmUp).pipe(
+    // the owner's portal under /portal (Http.ts hands it those paths)
+    Layer.provideMerge(PortalRoutesLive),
+    Layer.provideMerge(SophiaLive(options.filename))
+  )
 
 /** A long-running process over a SQLite file without HTTP (stdio): the app plus the wait sweep. */
 export const DaemonLive = (filename: string) => Layer.merge(SweepLive, SandboxWarmUp).pipe(Layer.provideMerge(SophiaLive(filename)))

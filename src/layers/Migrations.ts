@@ -5,6 +5,7 @@ import ledger from "./migrations/0003_ledger.js"
 import waits from "./migrations/0004_waits.js"
 import knowledge from "./migrations/0005_knowledge.js"
 import approvals from "./migrations/0006_approvals.js"
+import portal from "./migrations/0008_portal.js"
 
 /**
  * Every schema change, in order, as a static record (no file-system loader: the daemon runs from
@@ -16,7 +17,8 @@ export const migrations = {
   "0003_ledger": ledger,
   "0004_waits": waits,
   "0005_knowledge": knowledge,
-  "0006_approvals": approvals
+  "0006_approvals": approvals,
+  "0008_portal": portal
 }
 
 export const runMigrations = Migrator.make({})({
