@@ -296,7 +296,7 @@ suite("the owner's portal in chromium", () => {
       body: "{}"
     })
     assert.strictEqual(restCall.status, 401)
-    for (const headers of [{ authorization: `Bearer ${bearers.builder}` }, { authorization: `Bearer ${bearers.builder}`, cookie: `sophia_portal=${cookie}` }]) {
+    for (const headers of [{ authorization: `Bearer ${bearers.builder}` } as Record<string, string>, { authorization: `Bearer ${bearers.builder}`, cookie: `sophia_portal=${cookie}` }]) {
       const r = await fetch(`${daemon.baseUrl}/portal`, { headers })
       assert.strictEqual(r.status, 401)
       assert.notInclude(await r.text(), "Connections")
