@@ -89,7 +89,7 @@ suite("the owner's portal in chromium", () => {
     assert.strictEqual(cookie.httpOnly, true)
     assert.strictEqual(cookie.sameSite, "Strict")
     assert.strictEqual(cookie.path, "/portal")
-    assert.strictEqual(await page.evaluate(() => document.cookie.includes("sophia_portal")), false)
+    assert.strictEqual(await page.evaluate(() => (globalThis as any).document.cookie.includes("sophia_portal")), false)
     for (const name of ["Fleet", "Approvals", "Channels", "Waits", "Ledger", "Knowledge"]) {
       assert.isTrue(await page.getByRole("link", { name, exact: true }).isVisible(), name)
     }
@@ -114,7 +114,7 @@ suite("the owner's portal in chromium", () => {
   it("an assistant's write appears on Approvals without a reload, is approved there, and runs once on the agent's retry", async () => {
     await page.goto(`${daemon.baseUrl}/portal/approvals`)
     await live(page)
-    await page.evaluate(() => ((window as any).__sameDocument = true))
+    await page.evaluate(() => ((globalThis as any).__sameDocument = true))
     const args = { title: "Portal design notes", body: "server-rendered pages, SSE for live updates" }
     const refused = await rest(bearers.scribe, "sophia.add_document", args)
     assert.strictEqual(refused.body.error.code, "approval_required")
@@ -123,7 +123,7 @@ suite("the owner's portal in chromium", () => {
     const card = page.locator(`[data-approval="${id}"]`)
     await card.waitFor({ timeout: 10_000 })
     const elapsed = Date.now() - started
-    assert.strictEqual(await page.evaluate(() => (window as any).__sameDocument), true, "no reload")
+    assert.strictEqual(await page.evaluate(() => (globalThis as any).__sameDocument), true, "no reload")
     // the tool, the caller and the exact arguments
     assert.include(await card.textContent(), "sophia.add_document")
     assert.include(await card.textContent(), "scribe")
