@@ -303,6 +303,31 @@ suite("the owner's portal in chromium", () => {
     }
   })
 
+  it("at phone width the page does not overflow, and an approval is decided with the keyboard alone", async () => {
+    const phone = await owner.newPage()
+    await phone.setViewportSize({ width: 390, height: 844 })
+    await phone.goto(`${daemon.baseUrl}/portal/approvals`)
+    await live(phone)
+    const refused = await rest(bearers.scribe, "sophia.add_document", { title: "Keyboard only", body: "tab, tab, enter" })
+    const id: string = refused.body.error.approval_id
+    await phone.locator(`[data-approval="${id}"]`).waitFor({ timeout: 10_000 })
+    assert.isAtMost(await phone.evaluate(() => (globalThis as any).document.documentElement.scrollWidth), 391)
+    let reached = false
+    for (let i = 0; i < 40 && !reached; i++) {
+      await phone.keyboard.press("Tab")
+      reached = await phone.evaluate((approval) => {
+        const el = (globalThis as any).document.activeElement
+        return el?.tagName === "BUTTON" && el.textContent === "Approve" && el.closest("[data-approval]")?.getAttribute("data-approval") === approval
+      }, id)
+    }
+    assert.isTrue(reached, "Tab reaches the Approve button")
+    await phone.keyboard.press("Enter")
+    await phone.getByRole("status").filter({ hasText: "approved" }).waitFor()
+    const retry = await rest(bearers.scribe, "sophia.add_document", { title: "Keyboard only", body: "tab, tab, enter", approval_id: id })
+    assert.strictEqual(retry.status, 200, JSON.stringify(retry.body))
+    await phone.close()
+  })
+
   it("Log out ends the session", async () => {
     await page.goto(`${daemon.baseUrl}/portal`)
     await page.getByRole("button", { name: "Log out" }).click()
