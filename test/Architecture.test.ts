@@ -80,6 +80,7 @@ const makeRecordingLedger = (calls: Array<string>) =>
           return [{ work_id: "fake-item", title: "from the fake", status: "open", head: "f".repeat(64), seq: 3 }]
         }),
       listWork: () => Effect.succeed([]),
+      orphanedWork: () => Effect.succeed([]),
       observesPost: () => true,
       observesWait: () => true,
       observePost: (post) => Effect.sync(() => void calls.push(`observePost ${post.channel} ${post.kind}`)),

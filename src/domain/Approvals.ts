@@ -50,3 +50,24 @@ export const argsHash = (args: unknown): string =>
 
 /** What an elicitation prompt came back with (`cancel` also covers a client that failed to answer). */
 export type ElicitAnswer = "accept" | "decline" | "cancel"
+
+/** The longest `sophia.approval_status` waits for a decision (`wait_s`). */
+export const APPROVAL_STATUS_WAIT_MAX_S = 60
+
+export const ApprovalStatusInput = Schema.Struct({
+  approval_id: Schema.String.pipe(Schema.maxLength(128)).annotations({ description: "from approval_required" }),
+  wait_s: Schema.optional(Schema.Number.pipe(Schema.between(0, APPROVAL_STATUS_WAIT_MAX_S))).annotations({
+    description: "long poll while pending"
+  })
+})
+export type ApprovalStatusInput = typeof ApprovalStatusInput.Type
+
+/** Where an approval stands; `approved` = repeat the call with `approval_id` (it runs once). */
+export const ApprovalStatusResult = Schema.Struct({
+  approval_id: Schema.String,
+  tool: Schema.String,
+  status: ApprovalStatus,
+  decided_at: Schema.optional(Schema.String),
+  hint: Schema.optional(Schema.String)
+})
+export type ApprovalStatusResult = typeof ApprovalStatusResult.Type

@@ -36,7 +36,7 @@ export const ChannelName = Schema.String.pipe(
   Schema.minLength(1),
   Schema.maxLength(200),
   Schema.pattern(/\S/, { message: () => "a channel name needs a non-blank character" })
-).annotations({ description: "free-form; `arc:<name>` channels are archived by a closeout" })
+)
 
 export const PostId = Schema.String.pipe(Schema.pattern(/^post-[0-9a-f-]{36}$/), Schema.brand("PostId"))
 export type PostId = typeof PostId.Type
@@ -111,6 +111,7 @@ export const PostRow = Schema.Struct({
   behind_by: Schema.NullOr(Schema.Number).annotations({
     description: ">0: composed before that many later posts in the channel (based_on_seq behind)"
   }),
+  mine: Schema.Boolean.annotations({ description: "your own post" }),
   unread: Schema.Boolean,
   created_at: Schema.String
 })
@@ -128,13 +129,24 @@ export const ChannelSummary = Schema.Struct({
 })
 export type ChannelSummary = typeof ChannelSummary.Type
 
+/** The longest an inbox read may wait for a post (`wait_s`). */
+export const INBOX_WAIT_MAX_S = 60
+
 export const InboxInput = Schema.Struct({
-  channel: Schema.optional(ChannelName).annotations({ description: "only this channel (archived or not)" }),
+  channel: Schema.optional(ChannelName).annotations({
+    description: "the conversation: the channel's posts (yours and read ones too), newest `limit`, seq order"
+  }),
   kinds: Schema.optional(Schema.Array(PostKind)),
   limit: Schema.optional(Schema.Int.pipe(Schema.positive())).annotations({ description: "default 50, max 200" }),
   cursor: Schema.optional(Schema.String).annotations({ description: "from a previous reply: pages forward" }),
+  before_seq: Schema.optional(Schema.Int.pipe(Schema.positive())).annotations({
+    description: "with channel: older posts (channel_seq below this)"
+  }),
   unread_only: Schema.optional(Schema.Boolean).annotations({
-    description: "default true; false = history (read and own posts too)"
+    description: "default: true without channel, false with it"
+  }),
+  wait_s: Schema.optional(Schema.Number.pipe(Schema.between(0, INBOX_WAIT_MAX_S))).annotations({
+    description: "long poll: wait this long for a post when there is none"
   }),
   include_heartbeats: Schema.optional(Schema.Boolean),
   include_archived: Schema.optional(Schema.Boolean),

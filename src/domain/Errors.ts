@@ -24,7 +24,9 @@ export class ForbiddenProfile extends Schema.TaggedError<ForbiddenProfile>()("Fo
 export class ApprovalRequired extends Schema.TaggedError<ApprovalRequired>()("ApprovalRequired", {
   tool: Schema.String,
   approval_id: Schema.optional(Schema.String),
-  reason: Schema.String
+  reason: Schema.String,
+  /** what to do next (wait with sophia.approval_status, then repeat the call with approval_id) */
+  hint: Schema.optional(Schema.String)
 }) {
   override get message() {
     return `${this.tool} needs an approval before it runs: ${this.reason}`
@@ -43,7 +45,9 @@ export class ApprovalDenied extends Schema.TaggedError<ApprovalDenied>()("Approv
 export class OwnerApprovalRequired extends Schema.TaggedError<OwnerApprovalRequired>()("OwnerApprovalRequired", {
   tool: Schema.String,
   approval_id: Schema.optional(Schema.String),
-  reason: Schema.String
+  reason: Schema.String,
+  /** what to do next (wait with sophia.approval_status, then repeat the call with approval_id) */
+  hint: Schema.optional(Schema.String)
 }) {
   override get message() {
     return `${this.tool} is elevated and needs the owner's explicit approval: ${this.reason}`

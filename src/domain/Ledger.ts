@@ -24,10 +24,10 @@ export type Evidence = typeof Evidence.Type
 export const evidenceRank = (e: Evidence): number => EVIDENCE.indexOf(e)
 
 export const EventHash = Schema.String.pipe(Schema.pattern(/^[0-9a-f]{64}$/)).annotations({
-  description: "sha256 hex of an event (a head)"
+  description: "a head (event sha256)"
 })
 export const WorkId = Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9][A-Za-z0-9._:\/-]{0,127}$/)).annotations({
-  description: "your id for the work item (per user), e.g. issue-42"
+  description: "e.g. issue-42"
 })
 export const FieldName = Schema.String.pipe(Schema.pattern(/^[a-z][a-z0-9_.-]{0,63}$/)).annotations({
   description: "free-form field key, e.g. status, progress, branch"
@@ -181,7 +181,7 @@ export type WorkState = typeof WorkState.Type
 // Tool arguments and results (the single source of the tools' JSON Schemas and of the service's types)
 
 const ExpectedHead = Schema.NullOr(EventHash).annotations({
-  description: "the head you believe you extend (null to create the item); a moved head is refused with head_moved"
+  description: "the head you extend (null: create); else head_moved"
 })
 
 export const LedgerAppendInput = Schema.Struct({

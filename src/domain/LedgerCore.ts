@@ -1,6 +1,7 @@
 import canonicalize from "canonicalize"
 import { createHash } from "node:crypto"
 import { ValidationError } from "./Errors.js"
+import { CLAIM_TAKEOVER_FIELD } from "./Orphans.js"
 import type { AppendEvent, Evidence, LedgerEvent, ReviewState, SettledField, WorkState } from "./Ledger.js"
 import { EvidenceDowngrade, evidenceRank, InvalidTransition, LEDGER_HASH_DOMAIN, SelfCertification } from "./Ledger.js"
 
@@ -126,6 +127,12 @@ export const applyEvent = (state: Working | null, event: LedgerEvent): { state: 
     case "observed": {
       const refusal = setField(state, event, event.data.field, event.data.value)
       if (refusal) return { refusal }
+      // the server saw the claimant gone (revoked or silent) and a takeover: the claim is free again
+      if (event.data.field === CLAIM_TAKEOVER_FIELD) {
+        const previous = (event.data.value as { readonly previous_claimant?: unknown } | null)?.previous_claimant
+        if (previous !== state.claimant) return fail(`claim_takeover names ${String(previous)}, but the claimant is ${state.claimant}`)
+        state.claimant = null
+      }
       break
     }
     case "review_requested":

@@ -1,6 +1,7 @@
 import { Schema } from "effect"
 import { BlockingItem } from "./Envelope.js"
 import { WorkSummary } from "./Ledger.js"
+import { OrphanedWork } from "./Orphans.js"
 
 /** `sophia.orient`: one call that bootstraps a session. */
 export const OrientInput = Schema.Struct({
@@ -36,6 +37,8 @@ export const OrientOutput = Schema.Struct({
   unread: Schema.Number,
   my_open_waits: Schema.Array(BlockingItem),
   my_claimed_work: Schema.Array(WorkSummary),
+  /** claimant revoked or silent: work you may take over (a `claimed` event), waits nobody will answer */
+  orphaned: Schema.Struct({ work: Schema.Array(OrphanedWork), waits: Schema.Number }),
   ...SurfaceSummary.fields
 })
 export type OrientOutput = typeof OrientOutput.Type

@@ -20,8 +20,8 @@ export interface ListProjection {
 }
 
 export const ProjectionArgs = Schema.Struct({
-  compact: Schema.optional(Schema.Boolean).annotations({ description: "skim view: ~5 keys per row, long text cut" }),
-  fields: Schema.optional(Schema.Array(Schema.String)).annotations({ description: "exactly these keys of each row" })
+  compact: Schema.optional(Schema.Boolean).annotations({ description: "~5 keys per row, text cut" }),
+  fields: Schema.optional(Schema.Array(Schema.String)).annotations({ description: "only these row keys" })
 })
 export type ProjectionArgs = typeof ProjectionArgs.Type
 

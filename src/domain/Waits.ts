@@ -1,4 +1,5 @@
 import { Schema } from "effect"
+import { OrphanedWork, OrphanReason } from "./Orphans.js"
 import { ChannelName, PostKind } from "./Coordination.js"
 import { BlockingItem, WaitResolution } from "./Envelope.js"
 
@@ -81,14 +82,19 @@ export const WAIT_EDGE_COMPACT = ["wait_id", "waiter", "on", "expires_at"] as co
 export const WaitGraphResult = Schema.Struct({
   edges: Schema.Array(WaitEdge),
   cycles: Schema.Array(Schema.Array(ConnectionRef)),
+  /** complete: waits on, and open work items claimed by, connections that are revoked or silent */
   orphaned: Schema.Struct({
     waits: Schema.Array(Schema.Struct({
       wait_id: Schema.String,
+      connection_id: Schema.String,
       on: ConnectionRef,
-      why: Schema.Literal("revoked", "silent")
+      reason: OrphanReason,
+      /** the same as reason (the name of wave 1) */
+      why: OrphanReason,
+      since: Schema.String
     })),
-    silent_after_s: Schema.Number,
-    not_computed: Schema.String
+    work: Schema.Array(OrphanedWork),
+    silent_after_s: Schema.Number
   })
 })
 export type WaitGraphResult = typeof WaitGraphResult.Type

@@ -1,10 +1,11 @@
 import type { SqlClient } from "@effect/sql"
-import { Effect, Layer } from "effect"
+import { Effect, Layer, Queue } from "effect"
 import type { Caller } from "../domain/Auth.js"
 import { Dispatcher } from "../mcp/Dispatch.js"
 import { Envelope } from "../mcp/Envelope.js"
 import * as Http from "../mcp/Http.js"
 import { ToolRegistry } from "../mcp/Registry.js"
+import { approvalTools } from "../mcp/tools/approvals.js"
 import { coordinationTools } from "../mcp/tools/coordination.js"
 import { knowledgeTools } from "../mcp/tools/knowledge.js"
 import { ledgerTools } from "../mcp/tools/ledger.js"
@@ -23,7 +24,9 @@ import { SandboxLive, SandboxWarmUp } from "../services/Sandbox.js"
 import { Orient } from "../services/Orient.js"
 import { Portal } from "../services/Portal.js"
 import { PortalRoutesLive } from "../mcp/portal/Routes.js"
+import { Search } from "../services/Search.js"
 import { Waits } from "../services/Waits.js"
+import { Wakeups } from "../services/Wakeups.js"
 import { SqliteLive } from "./Sql.js"
 
 /** The store layers embedders choose from (the seam: everything above needs only `SqlClient`). */
@@ -70,10 +73,28 @@ export const EventWiring = Layer.effectDiscard(Effect.gen(function*() {
   })
 }))
 
+/**
+ * What wakes long polls (`wait_s`, `approval_status`, resource subscriptions): every committed domain
+ * event goes to `Wakeups.feed`, from one listener fiber that lives as long as the app. This is the one
+ * place events enter the wake-ups: a cross-daemon source (Postgres LISTEN/NOTIFY) feeds `wakeups.feed`
+ * here too. Listeners hear committed writes only (see `services/Events.ts`).
+ */
+export const WakeupFeed = Layer.scopedDiscard(Effect.gen(function*() {
+  const events = yield* Events
+  const wakeups = yield* Wakeups
+  const committed = yield* events.listen
+  yield* Queue.take(committed).pipe(
+    Effect.flatMap(wakeups.feed),
+    Effect.forever,
+    Effect.annotateLogs({ fiber: "wakeups" }),
+    Effect.forkScoped
+  )
+}))
+
 /** The store-facing services below the ledger (each provided the ones it asks). */
 const CoreServices = Layer.mergeAll(Coordination.Default, Approvals.Default, Portal.Default).pipe(
   Layer.provideMerge(Auth.Default),
-  Layer.provideMerge(Events.Default)
+  Layer.provideMerge(Layer.merge(Events.Default, Wakeups.Default))
 )
 
 /**
@@ -83,9 +104,10 @@ const CoreServices = Layer.mergeAll(Coordination.Default, Approvals.Default, Por
 export const makeServices = <E = never, R = never>(
   ledger: Layer.Layer<Ledger, E, R | Auth | Events | SqlClient.SqlClient> = Ledger.Default
 ) =>
-  EventWiring.pipe(
-    Layer.provideMerge(Orient.Default),
-    Layer.provideMerge(Layer.mergeAll(Waits.Default, ledger, Knowledge.Default, Catalog.Default)),
+  Layer.merge(EventWiring, WakeupFeed).pipe(
+    Layer.provideMerge(Layer.merge(Orient.Default, Search.Default)),
+    // the wait graph asks the ledger for the claims half of its orphans
+    Layer.provideMerge(Layer.mergeAll(Waits.Default, Knowledge.Default, Catalog.Default).pipe(Layer.provideMerge(ledger))),
     Layer.provideMerge(CoreServices),
     // execute_code's pool: no child process until the first run (SandboxWarmUp pre-spawns in the daemon)
     Layer.merge(SandboxLive)
@@ -95,7 +117,16 @@ export const makeServices = <E = never, R = never>(
 export const ServicesLive = makeServices()
 
 /** The whole tool surface. */
-export const allToolSets = [orientTools, systemTools, ledgerTools, coordinationTools, waitTools, knowledgeTools, sandboxTools] as const
+export const allToolSets = [
+  orientTools,
+  systemTools,
+  approvalTools,
+  ledgerTools,
+  coordinationTools,
+  waitTools,
+  knowledgeTools,
+  sandboxTools
+] as const
 export const RegistryLive = ToolRegistry.fromToolSets<Layer.Layer.Success<typeof ServicesLive>>(...allToolSets)
 
 /**

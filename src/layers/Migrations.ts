@@ -5,6 +5,7 @@ import ledger from "./migrations/0003_ledger.js"
 import waits from "./migrations/0004_waits.js"
 import knowledge from "./migrations/0005_knowledge.js"
 import approvals from "./migrations/0006_approvals.js"
+import search from "./migrations/0007_search.js"
 import portal from "./migrations/0008_portal.js"
 
 /**
@@ -18,6 +19,7 @@ export const migrations = {
   "0004_waits": waits,
   "0005_knowledge": knowledge,
   "0006_approvals": approvals,
+  "0007_search": search,
   "0008_portal": portal
 }
 

@@ -8,6 +8,7 @@ import { nearest } from "../domain/Names.js"
 import type { ElicitAnswer } from "../domain/Approvals.js"
 import { Approvals } from "../services/Approvals.js"
 import { Auth } from "../services/Auth.js"
+import { Coordination } from "../services/Coordination.js"
 import { Envelope } from "./Envelope.js"
 import { formatParseError } from "./ParseIssues.js"
 import type { Refusal, RefusalBody } from "./Refusals.js"
@@ -40,6 +41,7 @@ export class Dispatcher extends Effect.Service<Dispatcher>()("sophia/Dispatcher"
   effect: Effect.gen(function*() {
     const auth = yield* Auth
     const approvals = yield* Approvals
+    const coordination = yield* Coordination
     const registry = yield* ToolRegistry
     const envelope = yield* Envelope
     const decoders = new Map<Tool, (u: unknown) => Effect.Effect<unknown, ParseResult.ParseError>>()
@@ -130,6 +132,12 @@ export class Dispatcher extends Effect.Service<Dispatcher>()("sophia/Dispatcher"
         Effect.withSpan("Dispatcher.call", { attributes: { tool: name } })
       )
 
-    return { call, authenticate: auth.authenticate, registry } as const
+    return {
+      call,
+      authenticate: auth.authenticate,
+      registry,
+      /** the inbox resources' subscriptions (see McpServer): `onUpdate` on every post the caller would see as unread */
+      watchInbox: coordination.watchUnread
+    } as const
   })
 }) {}

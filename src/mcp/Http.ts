@@ -102,6 +102,15 @@ interface Session {
   lastSeen: number
 }
 
+/** Aborted when the response's connection closes before the response was sent (the client went away). */
+const abandonedBy = (res: http.ServerResponse): AbortSignal => {
+  const controller = new AbortController()
+  res.once("close", () => {
+    if (!res.writableFinished) controller.abort()
+  })
+  return controller.signal
+}
+
 /** Nothing that matters lives in a session, so an idle one is simply closed (the client re-initializes). */
 const SESSION_IDLE_MS = 30 * 60_000
 /** Per connection; opening one more closes its least recently used session. */
@@ -180,7 +189,13 @@ export const layer = (config: HttpConfig): Layer.Layer<HttpServer, never, Dispat
         } catch {
           return sendJson(res, 400, { error: { code: "validation_error", message: "the tool name in the path is not valid URI encoding" } })
         }
-        const outcome = await runPromise(dispatcher.call(caller, name, args ?? {}))
+        // a client that goes away ends its call (a long poll does not keep waiting for nobody)
+        const gone = abandonedBy(res)
+        const outcome = await runPromise(dispatcher.call(caller, name, args ?? {}), { signal: gone }).catch((e) => {
+          if (gone.aborted) return undefined
+          throw e
+        })
+        if (outcome === undefined) return
         if (outcome.ok) return sendJson(res, 200, outcome.body)
         return sendJson(res, outcome.refusal ? httpStatusOf(outcome.refusal) : 500, outcome.body)
       }
@@ -202,7 +217,12 @@ export const layer = (config: HttpConfig): Layer.Layer<HttpServer, never, Dispat
           }
         }
         const bearer = bearerOf(req)!
-        const auth: AuthInfo = { token: bearer, clientId: caller.connectionId, scopes: [], extra: { caller } }
+        const auth: AuthInfo = {
+          token: bearer,
+          clientId: caller.connectionId,
+          scopes: [],
+          extra: { caller, abandoned: abandonedBy(res) }
+        }
         Object.assign(req, { auth })
         const sessionId = req.headers["mcp-session-id"]
         if (typeof sessionId === "string") {

@@ -145,16 +145,18 @@ export const toolOutputJsonSchema = (output: Schema.Schema<any, any, never>, row
  * `sophia.get_sdk_types`); what a shallow schema says is still true of every result.
  */
 const KEEP_AT_LEAF = ["type", "description", "enum"] as const
-const shallow = (node: unknown, depth: number): unknown => {
+/** Below the top level a leaf keeps its type only: descriptions and enums of row keys are in the full schema. */
+const KEEP_AT_ROW_LEAF = ["type"] as const
+const shallow = (node: unknown, depth: number, rowLeaf = false): unknown => {
   if (typeof node !== "object" || node === null || Array.isArray(node)) return node
   const n = node as Record<string, unknown>
   if (Array.isArray(n.anyOf)) {
-    const variants = n.anyOf.map((v) => shallow(v, depth))
-    return { ...(n.description ? { description: n.description } : {}), anyOf: variants }
+    const variants = n.anyOf.map((v) => shallow(v, depth, rowLeaf))
+    return { ...(n.description && !rowLeaf ? { description: n.description } : {}), anyOf: variants }
   }
   if (depth <= 0) {
     const leaf: Record<string, unknown> = {}
-    for (const k of KEEP_AT_LEAF) if (n[k] !== undefined) leaf[k] = n[k]
+    for (const k of rowLeaf ? KEEP_AT_ROW_LEAF : KEEP_AT_LEAF) if (n[k] !== undefined) leaf[k] = n[k]
     if (n.type === "array" && typeof n.items === "object" && n.items !== null) {
       leaf.items = { type: (n.items as Record<string, unknown>).type }
     }
@@ -162,18 +164,19 @@ const shallow = (node: unknown, depth: number): unknown => {
   }
   const out: Record<string, unknown> = { ...n }
   // below the top level, which keys are always present is detail for the SDK types
-  if (depth < 2) delete out.required
+  // which keys are always present is detail for the full schema (catalog, SDK types); tools/list names the keys
+  delete out.required
   if (typeof n.properties === "object" && n.properties !== null) {
     out.properties = Object.fromEntries(
-      Object.entries(n.properties as Record<string, unknown>).map(([k, v]) => [k, shallow(v, depth - 1)])
+      Object.entries(n.properties as Record<string, unknown>).map(([k, v]) => [k, shallow(v, depth - 1, depth < 2)])
     )
   }
   // a record's values count as one level down, like properties
   if (typeof n.additionalProperties === "object" && n.additionalProperties !== null) {
-    out.additionalProperties = shallow(n.additionalProperties, depth - 1)
+    out.additionalProperties = shallow(n.additionalProperties, depth - 1, depth < 2)
   }
   // a list's rows keep their keys: arrays do not use up a level
-  if (typeof n.items === "object" && n.items !== null) out.items = shallow(n.items, depth)
+  if (typeof n.items === "object" && n.items !== null) out.items = shallow(n.items, depth, rowLeaf)
   return out
 }
 export const advertisedOutput = (schema: Record<string, unknown>): Record<string, unknown> =>

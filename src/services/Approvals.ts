@@ -2,7 +2,7 @@ import { SqlClient } from "@effect/sql"
 import { SqlError } from "@effect/sql/SqlError"
 import { Clock, Config, Duration, Effect, Option, Schema } from "effect"
 import { randomUUID } from "node:crypto"
-import type { ApprovalInfo, ElicitAnswer } from "../domain/Approvals.js"
+import type { ApprovalInfo, ApprovalStatusInput, ApprovalStatusResult, ElicitAnswer } from "../domain/Approvals.js"
 import { argsHash, boundArgs } from "../domain/Approvals.js"
 import type { Caller } from "../domain/Auth.js"
 import { ApprovalDenied, ApprovalRequired, NotFound, OwnerApprovalRequired, ValidationError } from "../domain/Errors.js"
@@ -10,6 +10,7 @@ import { ApprovalDecided } from "../domain/Events.js"
 import { nowIso } from "../domain/Time.js"
 import { Auth } from "./Auth.js"
 import { Events } from "./Events.js"
+import { Wakeups } from "./Wakeups.js"
 
 const ApprovalRow = Schema.Struct({
   id: Schema.String,
@@ -63,8 +64,12 @@ export class Approvals extends Effect.Service<Approvals>()("sophia/Approvals", {
     const sql = yield* SqlClient.SqlClient
     const auth = yield* Auth
     const events = yield* Events
-    const waitMs = yield* Config.integer("SOPHIA_APPROVAL_WAIT_MS").pipe(Config.withDefault(30_000), Effect.orDie)
-    const pollMs = Math.max(5, Math.min(250, Math.floor(waitMs / 10)))
+    const wakeups = yield* Wakeups
+    // how long a gated call itself waits for a decision: none by default (refused at once, with a hint)
+    const waitMs = yield* Config.integer("SOPHIA_APPROVAL_WAIT_MS").pipe(Config.withDefault(0), Effect.orDie)
+    // a decision made in another process (the `sophia approvals` CLI on the same SQLite file) publishes no
+    // event here: a waiting poll re-reads the row this often as well
+    const recheckMs = yield* Config.integer("SOPHIA_APPROVAL_RECHECK_MS").pipe(Config.withDefault(1_000), Effect.orDie)
 
     const byId = (id: string) =>
       sql`SELECT * FROM approvals WHERE id = ${id}`.pipe(
@@ -119,16 +124,25 @@ export class Approvals extends Effect.Service<Approvals>()("sophia/Approvals", {
         return Option.getOrThrow(yield* byId(id))
       }).pipe(events.transaction)
 
-    /** Poll the approval until it leaves `pending` or the bounded wait is over. */
-    const awaitDecision = (id: string) =>
+    /**
+     * Wait (at most `ms`) until the approval leaves `pending`: parked on `ApprovalDecided` (the portal, the
+     * CLI path in this process, elicitation), re-reading every `recheckMs` for a decision made elsewhere.
+     * Parks before it reads, so a decision between the two is never missed.
+     */
+    const awaitDecision = (row: ApprovalRow, ms: number) =>
       Effect.gen(function*() {
-        const deadline = (yield* Clock.currentTimeMillis) + waitMs
+        const deadline = (yield* Clock.currentTimeMillis) + ms
+        const decided = (e: { readonly _tag: string }) => e._tag === "ApprovalDecided" && (e as ApprovalDecided).approval_id === row.id
         while (true) {
-          const row = Option.getOrThrow(yield* byId(id))
-          if (row.status !== "pending") return row
-          const now = yield* Clock.currentTimeMillis
-          if (now >= deadline) return row
-          yield* Effect.sleep(Duration.millis(Math.min(pollMs, deadline - now)))
+          const done = yield* Effect.scoped(Effect.gen(function*() {
+            const woken = yield* wakeups.park(row.user_id, decided)
+            const now = Option.getOrThrow(yield* byId(row.id))
+            const t = yield* Clock.currentTimeMillis
+            if (now.status !== "pending" || t >= deadline) return Option.some(now)
+            yield* Effect.timeoutOption(woken, Duration.millis(Math.max(1, Math.min(recheckMs, deadline - t))))
+            return Option.none<ApprovalRow>()
+          }))
+          if (Option.isSome(done)) return done.value
         }
       })
 
@@ -149,17 +163,23 @@ export class Approvals extends Effect.Service<Approvals>()("sophia/Approvals", {
         return result
       }).pipe(events.transaction)
 
+    const hintFor = (id: string) =>
+      `wait for the owner's decision with sophia.approval_status({ approval_id: "${id}", wait_s: 60 }); ` +
+      `once approved, repeat this exact call with approval_id: "${id}" (it runs once)`
+
     const pendingRefusal = (request: { readonly tool: { readonly name: string }; readonly decision: string }, id: string) =>
       request.decision === "owner_approval"
         ? new OwnerApprovalRequired({
           tool: request.tool.name,
           approval_id: id,
-          reason: `elevated tools always need the owner's explicit gesture; the owner approves with \`sophia approvals approve ${id}\`, then repeat the same call with approval_id`
+          reason: `elevated tools always need the owner's explicit gesture; the owner approves with \`sophia approvals approve ${id}\`, then repeat the same call with approval_id`,
+          hint: hintFor(id)
         })
         : new ApprovalRequired({
           tool: request.tool.name,
           approval_id: id,
-          reason: `this connection needs a per-call approval for writes; once the owner approves (\`sophia approvals approve ${id}\`), repeat the same call with approval_id`
+          reason: `this connection needs a per-call approval for writes; once the owner approves (\`sophia approvals approve ${id}\`), repeat the same call with approval_id`,
+          hint: hintFor(id)
         })
 
     /** The approval flow of one gated call (see the class comment). */
@@ -190,7 +210,7 @@ export class Approvals extends Effect.Service<Approvals>()("sophia/Approvals", {
           )
           if (answer !== "cancel") row = yield* setDecision(row.id, answer === "accept" ? "approved" : "denied", "elicitation")
         }
-        if (row.status === "pending") row = yield* awaitDecision(row.id)
+        if (row.status === "pending" && waitMs > 0) row = yield* awaitDecision(row, waitMs)
         switch (row.status) {
           case "pending":
             return yield* pendingRefusal(request, row.id)
@@ -252,6 +272,33 @@ export class Approvals extends Effect.Service<Approvals>()("sophia/Approvals", {
       return (yield* toInfos([decided]))[0]
     }, Effect.catchTag("SqlError", Effect.die))
 
-    return { gate, list, decide, waitMs } as const
+    /**
+     * `sophia.approval_status`: where an approval of the caller's user stands; with `wait_s`, a long poll
+     * while it is pending (ends at the decision or the deadline, never later).
+     */
+    const status = Effect.fn("Approvals.status")(function*(caller: Caller, input: ApprovalStatusInput) {
+      const found = yield* byId(input.approval_id)
+      if (Option.isNone(found) || found.value.user_id !== caller.userId) {
+        return yield* new NotFound({ what: "approval", id: input.approval_id })
+      }
+      const waitS = input.wait_s ?? 0
+      const row = found.value.status === "pending" && waitS > 0
+        ? yield* awaitDecision(found.value, Math.round(waitS * 1000))
+        : found.value
+      const result: ApprovalStatusResult = {
+        approval_id: row.id,
+        tool: row.tool,
+        status: row.status,
+        ...(row.decided_at !== null ? { decided_at: row.decided_at } : {}),
+        ...(row.status === "approved"
+          ? { hint: `repeat the same ${row.tool} call with approval_id: "${row.id}"; it runs once` }
+          : row.status === "pending"
+          ? { hint: `still pending: call again with wait_s (≤ 60) to keep waiting` }
+          : {})
+      }
+      return result
+    })
+
+    return { gate, list, decide, status, waitMs } as const
   })
 }) {}

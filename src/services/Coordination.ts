@@ -1,5 +1,5 @@
 import { SqlClient, SqlSchema } from "@effect/sql"
-import { Config, Effect, Option, Schema } from "effect"
+import { Clock, Config, Duration, Effect, Option, Schema } from "effect"
 import { randomUUID } from "node:crypto"
 import type { Caller } from "../domain/Auth.js"
 import { connectionShort } from "../domain/Auth.js"
@@ -16,11 +16,14 @@ import type {
 } from "../domain/Coordination.js"
 import { BEACON_CHANNEL, isArcChannel, PostKind as PostKindSchema } from "../domain/Coordination.js"
 import { PayloadTooLarge, ValidationError } from "../domain/Errors.js"
+import type { DomainEvent } from "../domain/Events.js"
 import { PostLanded } from "../domain/Events.js"
+import { ftsQuery } from "../domain/Search.js"
 import { DbInt, nowIso } from "../domain/Time.js"
 import { Auth } from "./Auth.js"
 import { Events } from "./Events.js"
 import { makeFixedStatements } from "./Statements.js"
+import { Wakeups } from "./Wakeups.js"
 
 /**
  * Coordination: typed posts, the per-connection inbox, and the lifecycle of `arc:` channels.
@@ -129,6 +132,7 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
     const sql = yield* SqlClient.SqlClient
     const auth = yield* Auth
     const events = yield* Events
+    const wakeups = yield* Wakeups
     const fixed = yield* makeFixedStatements
     const limits = yield* Effect.orDie(Config.all({
       bodyBytes: intConfig("SOPHIA_POST_BODY_MAX_BYTES", 32 * 1024),
@@ -404,7 +408,12 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
         Effect.orDie
       )
 
-    const selectPosts = (caller: Caller, where: ReadonlyArray<ReturnType<typeof sql.literal> | ReturnType<typeof sql.and>>, limit: number) =>
+    const selectPosts = (
+      caller: Caller,
+      where: ReadonlyArray<ReturnType<typeof sql.literal> | ReturnType<typeof sql.and>>,
+      limit: number,
+      newest = false
+    ) =>
       sql`SELECT p.id, p.pos, p.channel, p.channel_seq, p.kind, p.body, p.refs, p.payload, p.connection_id,
           p.to_selector, p.to_connection_id, p.based_on_seq, p.created_at,
           CASE WHEN r.post_id IS NULL THEN 0 ELSE 1 END AS is_read,
@@ -413,8 +422,12 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
         LEFT JOIN reads r ON r.user_id = p.user_id AND r.connection_id = ${caller.connectionId} AND r.post_id = p.id
         LEFT JOIN channels ch ON ch.user_id = p.user_id AND ch.id = p.channel
         WHERE ${sql.and(where)}
-        ORDER BY p.pos
-        LIMIT ${limit}`.pipe(Effect.flatMap(decodePostRows), Effect.orDie)
+        ORDER BY p.pos ${newest ? sql.literal("DESC") : sql.literal("ASC")}
+        LIMIT ${limit}`.pipe(
+        Effect.flatMap(decodePostRows),
+        Effect.map((rows) => newest ? [...rows].reverse() : rows),
+        Effect.orDie
+      )
 
     /** Names are joined live (a rename relabels past posts), through Auth in one statement per page. */
     const toPostRows = (caller: Caller, rows: ReadonlyArray<DbPostRow>) =>
@@ -447,6 +460,7 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
       to_agent_name: toAgentName,
       based_on_seq: row.based_on_seq,
       behind_by: row.based_on_seq === null ? null : Math.max(0, row.channel_seq - 1 - row.based_on_seq),
+      mine: row.connection_id === caller.connectionId,
       unread: row.connection_id !== caller.connectionId && row.is_read === 0,
       created_at: row.created_at
     })
@@ -516,7 +530,12 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
           if (!m) return yield* new ValidationError({ detail: "cursor: not a cursor returned by this inbox" })
           cursorPos = Number(m[1])
         }
-        const unreadOnly = input.unread_only ?? true
+        // with a channel the default is the conversation (own and read posts too); without, the unread inbox
+        const unreadOnly = input.unread_only ?? (input.channel === undefined)
+        const conversation = input.channel !== undefined && !unreadOnly
+        if (input.before_seq !== undefined && !conversation) {
+          return yield* new ValidationError({ detail: "before_seq: only with channel (the conversation view)" })
+        }
         const withHeartbeats = input.include_heartbeats === true
         const withArchived = input.include_archived === true
         const mark = input.peek !== true
@@ -551,7 +570,9 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
           where.push(sql`p.connection_id <> ${me}`)
           where.push(sql`r.post_id IS NULL`)
         }
-        const rows = yield* selectPosts(caller, where, limit)
+        if (input.before_seq !== undefined) where.push(sql`p.channel_seq < ${input.before_seq}`)
+        // the conversation without a cursor is its newest `limit` posts (in seq order); a cursor pages forward
+        const rows = yield* selectPosts(caller, where, limit, conversation && input.cursor === undefined)
 
         if (mark) {
           const now = yield* nowIso
@@ -592,12 +613,66 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
       })
 
     /**
+     * Which committed events could give this read something to return: a post of the caller's user that
+     * passes the read's filters. It over-approximates (a woken poll re-reads and parks again if empty).
+     */
+    const wouldReturn = (caller: Caller, input: InboxInput) => {
+      const unreadOnly = input.unread_only ?? (input.channel === undefined)
+      const kinds = input.kinds !== undefined && input.kinds.length > 0 ? new Set<string>(input.kinds) : undefined
+      const heartbeats = input.include_heartbeats === true || (kinds?.has("heartbeat") ?? false)
+      return (event: DomainEvent): boolean =>
+        event._tag === "PostLanded" &&
+        event.user_id === caller.userId &&
+        (input.channel !== undefined ? event.channel === input.channel : input.include_archived === true || !event.archived) &&
+        (kinds === undefined || kinds.has(event.kind)) &&
+        (heartbeats || event.kind !== "heartbeat") &&
+        (!unreadOnly || event.author !== caller.connectionId)
+    }
+
+    /**
+     * Call `onUpdate` whenever a post lands that the caller would see as unread (in `channel`, or anywhere
+     * not archived), until the scope closes: the `sophia://inbox[/<channel>]` resource subscription.
+     */
+    const watchUnread = (caller: Caller, channel: string | undefined, onUpdate: () => void) =>
+      wakeups.watch(
+        caller.userId,
+        wouldReturn(caller, { ...(channel !== undefined ? { channel } : {}), unread_only: true }),
+        onUpdate
+      )
+
+    const readOnce = (caller: Caller, input: InboxInput) =>
+      input.peek === true ? readInbox(caller, input) : sql.withTransaction(readInbox(caller, input))
+
+    /**
+     * A long poll: park first (so no post can slip between the read and the wait), read, and with nothing
+     * to return wait for a wake-up or the deadline, then read again. Ends early, never late; interrupted
+     * (the client went away), its parking is released with the scope.
+     */
+    const longPoll = (caller: Caller, input: InboxInput, waitS: number) =>
+      Effect.gen(function*() {
+        const deadline = (yield* Clock.currentTimeMillis) + Math.round(waitS * 1000)
+        const matches = wouldReturn(caller, input)
+        while (true) {
+          const done = yield* Effect.scoped(Effect.gen(function*() {
+            const woken = yield* wakeups.park(caller.userId, matches)
+            const result = yield* readOnce(caller, input)
+            const now = yield* Clock.currentTimeMillis
+            if (result.posts.length > 0 || now >= deadline) return Option.some(result)
+            yield* Effect.timeoutOption(woken, Duration.millis(deadline - now))
+            return Option.none<InboxResult>()
+          }))
+          if (Option.isSome(done)) return done.value
+        }
+      })
+
+    /**
      * The caller's inbox. Reading marks exactly the returned posts read for this connection (unless
-     * `peek`), in the same transaction that read them.
+     * `peek`), in the same transaction that read them. With `wait_s`, an empty read waits for a post.
      */
     const inbox = Effect.fn("Coordination.inbox")(
       function*(caller: Caller, input: InboxInput) {
-        return yield* (input.peek === true ? readInbox(caller, input) : sql.withTransaction(readInbox(caller, input)))
+        const waitS = input.wait_s ?? 0
+        return yield* (waitS > 0 ? longPoll(caller, input, waitS) : readOnce(caller, input))
       },
       Effect.catchTag("SqlError", "ParseError", Effect.die)
     )
@@ -680,7 +755,42 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
           Effect.orDie
         )
 
-    return { post, beacon, inbox, unreadCount, counts, lastSeq, firstPost, postIdsOf } as const
+    const decodePostHits = Schema.decodeUnknown(Schema.Array(Schema.Struct({
+      post_id: Schema.String,
+      channel: Schema.String,
+      channel_seq: DbInt,
+      kind: Schema.String,
+      connection_id: Schema.String,
+      created_at: Schema.String,
+      snippet: Schema.String,
+      bm25: Schema.Number
+    })))
+    /**
+     * The user's posts matching the words (BM25 over the body, best first, `bm25` higher is better), for
+     * `sophia.search`. Posts are the user's fleet chatter: every connection of the user may find them (as
+     * the inbox shows them), and they are never grounding.
+     */
+    const searchPosts = Effect.fn("Coordination.searchPosts")(function*(caller: Caller, text: string, limit: number) {
+      const match = ftsQuery(text)
+      if (match === undefined) return []
+      return yield* sql.onDialectOrElse({
+        pg: () => Effect.dieMessage("search over posts needs SQLite FTS5; the Postgres full-text index is not built yet"),
+        orElse: () =>
+          sql`WITH top AS (
+              SELECT rowid AS rid, bm25(posts_fts) AS rank FROM posts_fts
+              WHERE posts_fts MATCH ${match} AND user_id = ${caller.userId}
+              ORDER BY rank LIMIT ${limit}
+            )
+            SELECT p.id AS post_id, p.channel, p.channel_seq, p.kind, p.connection_id, p.created_at,
+              snippet(posts_fts, -1, '[', ']', '…', 16) AS snippet, -top.rank AS bm25
+            FROM top JOIN posts_fts ON posts_fts.rowid = top.rid
+              JOIN posts p ON p.id = posts_fts.post_id
+            WHERE posts_fts MATCH ${match}
+            ORDER BY top.rank, p.id`
+      }).pipe(Effect.flatMap(decodePostHits))
+    }, Effect.catchTag("SqlError", "ParseError", Effect.die))
+
+    return { post, beacon, inbox, wouldReturn, watchUnread, searchPosts, unreadCount, counts, lastSeq, firstPost, postIdsOf } as const
   })
 }) {}
 

@@ -25,15 +25,12 @@ import {
   MutationChange as MutationChangeSchema
 } from "../domain/Knowledge.js"
 import { DbInt, nowIso } from "../domain/Time.js"
+import { ftsQuery } from "../domain/Search.js"
 import { Coordination } from "./Coordination.js"
 
 const newId = (prefix: string) => `${prefix}-${randomUUID()}`
 
-/** The words of a free-text query as an FTS5 expression: each word quoted (no query syntax leaks through), any may match. */
-export const ftsQuery = (text: string): string | undefined => {
-  const words = (text.match(/[\p{L}\p{N}_]+/gu) ?? []).slice(0, 32)
-  return words.length === 0 ? undefined : words.map((w) => `"${w}"`).join(" OR ")
-}
+export { ftsQuery } from "../domain/Search.js"
 
 const decodeChanges = Schema.decodeUnknownSync(Schema.parseJson(Schema.Array(MutationChangeSchema)))
 
@@ -323,6 +320,42 @@ export class Knowledge extends Effect.Service<Knowledge>()("sophia/Knowledge", {
       return { items: rows }
     }, Effect.catchTag("SqlError", "ParseError", Effect.die))
 
+    const decodeFactHits = Schema.decodeUnknown(Schema.Array(Schema.Struct({
+      fact_id: Schema.String,
+      subject: Schema.String,
+      predicate: Schema.String,
+      object: Schema.String,
+      entity_id: Schema.NullOr(Schema.String),
+      created_at: Schema.String,
+      snippet: Schema.String,
+      bm25: Schema.Number
+    })))
+    /**
+     * Live facts matching the words (BM25 over subject, predicate and object; best first, `bm25` higher is
+     * better), within the caller's entity scope. For `sophia.search`.
+     */
+    const searchFacts = Effect.fn("Knowledge.searchFacts")(function*(caller: Caller, text: string, limit: number) {
+      const match = ftsQuery(text)
+      const scope = yield* scopeIds(caller)
+      if (match === undefined || (scope !== undefined && scope.length === 0)) return []
+      return yield* sql.onDialectOrElse({
+        pg: () => Effect.dieMessage("search over facts needs SQLite FTS5; the Postgres full-text index is not built yet"),
+        orElse: () =>
+          sql`WITH top AS (
+              SELECT rowid AS rid, bm25(facts_fts) AS rank FROM facts_fts
+              WHERE facts_fts MATCH ${match} AND user_id = ${caller.userId} ${scopeClause("entity_id", scope)}
+              ORDER BY rank LIMIT ${limit * 2}
+            )
+            SELECT f.id AS fact_id, f.subject, f.predicate, f.object, f.entity_id, f.created_at,
+              snippet(facts_fts, -1, '[', ']', '…', 16) AS snippet, -top.rank AS bm25
+            FROM top JOIN facts_fts ON facts_fts.rowid = top.rid
+              JOIN facts f ON f.id = facts_fts.fact_id
+            WHERE facts_fts MATCH ${match} AND f.deleted_at IS NULL
+            ORDER BY top.rank, f.id
+            LIMIT ${limit}`
+      }).pipe(Effect.flatMap(decodeFactHits))
+    }, Effect.catchTag("SqlError", "ParseError", Effect.die))
+
     /** Facts by subject / predicate (case-insensitive) and/or a substring of any part, each with its sources. */
     const query = Effect.fn("Knowledge.query")(function*(caller: Caller, input: QueryKnowledgeInput) {
       const scope = yield* scopeIds(caller)
@@ -389,6 +422,7 @@ export class Knowledge extends Effect.Service<Knowledge>()("sophia/Knowledge", {
       rememberFact,
       revert,
       search,
+      searchFacts,
       query,
       mutations, countDocuments } as const
   })

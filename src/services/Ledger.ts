@@ -1,5 +1,5 @@
 import { SqlClient, SqlSchema } from "@effect/sql"
-import { Effect, Option, Schema } from "effect"
+import { Clock, Effect, Option, Schema } from "effect"
 import { randomUUID } from "node:crypto"
 import type { Caller } from "../domain/Auth.js"
 import { connectionShort } from "../domain/Auth.js"
@@ -25,6 +25,8 @@ import type {
 import { Evidence, HeadMoved, InvalidTransition, LedgerEvent, ledgerValueIssue, ReviewStatus } from "../domain/Ledger.js"
 import type { ChainBreak, Draft, Working } from "../domain/LedgerCore.js"
 import { applyEvent, draftOf, eventHash, jcs, replay, REVIEW_FIELD, settle, stateHash } from "../domain/LedgerCore.js"
+import type { OrphanedWork } from "../domain/Orphans.js"
+import { CLAIM_TAKEOVER_FIELD, orphanOf, silentAfterSConfig } from "../domain/Orphans.js"
 import { DbInt, nowIso } from "../domain/Time.js"
 import { Auth } from "./Auth.js"
 import { Events } from "./Events.js"
@@ -146,6 +148,7 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
     const auth = yield* Auth
     const events = yield* Events
     const fixed = yield* makeFixedStatements
+    const silentAfterS = yield* Effect.orDie(silentAfterSConfig)
 
     const selectWork = fixed((userId: string, workId: string) =>
       sql`SELECT head, seq, title, status, resolution, claimant, workers FROM ledger_work
@@ -376,7 +379,29 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
         })
       }
       const drafts = input.events.map((e) => draftOf(e, caller.connectionId))
-      return yield* commit(caller.userId, input.work_id, input.expected_head, drafts)
+      if (input.expected_head === null || !drafts.some((d) => d.type === "claimed")) {
+        return yield* commit(caller.userId, input.work_id, input.expected_head, drafts)
+      }
+      // a claim on an item another connection holds: allowed exactly when that claimant is gone (revoked,
+      // or silent), and then recorded first as the server's observation of the takeover
+      return yield* Effect.gen(function*() {
+        const row = yield* loadWork(caller.userId, input.work_id)
+        const previous = row?.claimant ?? null
+        const takeover = previous === null || previous === caller.connectionId || row?.head !== input.expected_head
+          ? undefined
+          : orphanOf(Option.getOrUndefined(yield* auth.get(previous)), yield* Clock.currentTimeMillis, silentAfterS)
+        const observed: ReadonlyArray<Draft> = takeover === undefined ? [] : [{
+          type: "observed",
+          data: {
+            field: CLAIM_TAKEOVER_FIELD,
+            value: { previous_claimant: previous, reason: takeover.reason, since: takeover.since, by: caller.connectionId },
+            source: `claimant ${previous} ${takeover.reason}`
+          },
+          evidence: "observed",
+          actor: SERVER
+        }]
+        return yield* commit(caller.userId, input.work_id, input.expected_head, [...observed, ...drafts])
+      }).pipe(events.transaction)
     }, Effect.catchTag("SqlError", "ParseError", Effect.die))
 
     /**
@@ -679,6 +704,26 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
     /** The user's work items, most recently moved first (the owner's dashboard), at most `limit` (≤ 1000). */
     const listWork = (userId: string, limit = 200) =>
       Effect.orDie(listRows({ userId, limit: Math.min(Math.max(1, limit), 1000) }))
+    const claimRows = SqlSchema.findAll({
+      Request: Schema.String,
+      Result: Schema.Struct({ work_id: Schema.String, title: Schema.String, claimant: Schema.String }),
+      execute: (userId) =>
+        sql`SELECT work_id, title, claimant FROM ledger_work
+          WHERE user_id = ${userId} AND claimant IS NOT NULL AND status <> 'closed'
+          ORDER BY work_id`
+    })
+    /** The user's open work items whose claimant is revoked or silent: the claims half of the orphans. */
+    const orphanedWork = (userId: string): Effect.Effect<ReadonlyArray<OrphanedWork>> =>
+      Effect.gen(function*() {
+        const rows = yield* claimRows(userId)
+        if (rows.length === 0) return []
+        const connections = yield* auth.connections(rows.map((r) => r.claimant))
+        const now = yield* Clock.currentTimeMillis
+        return rows.flatMap((r): Array<OrphanedWork> => {
+          const gone = orphanOf(connections.get(r.claimant), now, silentAfterS)
+          return gone === undefined ? [] : [{ work_id: r.work_id, title: r.title, connection_id: r.claimant, ...gone }]
+        })
+      }).pipe(Effect.orDie)
 
     /**
      * What the server witnessed itself becomes `observed` evidence on the work item it concerns, inside
@@ -738,6 +783,7 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
       countWork,
       claimedBy,
       listWork,
+      orphanedWork,
       observesPost,
       observePost,
       observesWait,

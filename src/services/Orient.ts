@@ -20,14 +20,15 @@ export class Orient extends Effect.Service<Orient>()("sophia/Orient", {
     const knowledge = yield* Knowledge
 
     const orient = Effect.fn("Orient.orient")(function*(caller: Caller, input: OrientInput, surface: SurfaceSummary) {
-      const [posts, openWaits, workItems, documents, unread, signals, claimed] = yield* Effect.all([
+      const [posts, openWaits, workItems, documents, unread, signals, claimed, graph] = yield* Effect.all([
         coordination.counts(caller.userId),
         waits.countOpen(caller.userId),
         ledger.countWork(caller.userId),
         knowledge.countDocuments(caller),
         coordination.unreadCount(caller),
         waits.signals(caller, false),
-        ledger.claimedBy(caller.userId, caller.connectionId)
+        ledger.claimedBy(caller.userId, caller.connectionId),
+        waits.graph(caller)
       ])
       const result: OrientOutput = {
         connection_id: caller.connectionId,
@@ -41,6 +42,7 @@ export class Orient extends Effect.Service<Orient>()("sophia/Orient", {
         unread,
         my_open_waits: signals.blocking,
         my_claimed_work: claimed,
+        orphaned: { work: graph.orphaned.work, waits: graph.orphaned.waits.length },
         total_tools: surface.total_tools,
         version_hash: surface.version_hash,
         server_git_sha: surface.server_git_sha

@@ -11,9 +11,11 @@ import { WaitResolved } from "../domain/Events.js"
 import { InvalidTransition } from "../domain/Ledger.js"
 import type { ConnectionRef, DeclareWaitInput, DeclareWaitResult, WaitEdge, WaitGraphResult } from "../domain/Waits.js"
 import { WAIT_CHANNEL, WaitCycle } from "../domain/Waits.js"
+import { orphanOf, silentAfterSConfig } from "../domain/Orphans.js"
 import { Auth } from "./Auth.js"
 import { Coordination } from "./Coordination.js"
 import { Events } from "./Events.js"
+import { Ledger } from "./Ledger.js"
 import { makeFixedStatements } from "./Statements.js"
 import { DbInt } from "../domain/Time.js"
 
@@ -137,11 +139,12 @@ export class Waits extends Effect.Service<Waits>()("sophia/Waits", {
     const auth = yield* Auth
     const coordination = yield* Coordination
     const events = yield* Events
+    const ledger = yield* Ledger
     const fixed = yield* makeFixedStatements
     const config = yield* Effect.orDie(Config.all({
       defaultS: Config.number("SOPHIA_WAIT_DEFAULT_S").pipe(Config.withDefault(600)),
       ceilingS: Config.number("SOPHIA_WAIT_CEILING_S").pipe(Config.withDefault(3600)),
-      silentAfterS: Config.number("SOPHIA_WAIT_SILENT_AFTER_S").pipe(Config.withDefault(900))
+      silentAfterS: silentAfterSConfig
     }))
 
     const iso = (ms: number) => new Date(ms).toISOString()
@@ -481,24 +484,22 @@ export class Waits extends Effect.Service<Waits>()("sophia/Waits", {
       const cycles = findCycles(rows.map((r) => [r.waiter_connection_id, r.on_connection_id] as const)).map((cycle) =>
         [...cycle, cycle[0]].map((id) => ref(id, nameOf(id)))
       )
-      const silentBefore = now - config.silentAfterS * 1000
       const orphaned = rows.flatMap((r): Array<WaitGraphResult["orphaned"]["waits"][number]> => {
-        const on = ref(r.on_connection_id, nameOf(r.on_connection_id))
         const awaited = connections.get(r.on_connection_id)
-        if (awaited?.revoked_at != null) return [{ wait_id: r.id, on, why: "revoked" }]
-        const seen = Date.parse(awaited?.last_seen_at ?? r.created_at)
-        return seen < silentBefore ? [{ wait_id: r.id, on, why: "silent" }] : []
+        const gone = orphanOf(awaited && { ...awaited, created_at: awaited.last_seen_at ?? r.created_at }, now, config.silentAfterS)
+        return gone === undefined ? [] : [{
+          wait_id: r.id,
+          connection_id: r.on_connection_id,
+          on: ref(r.on_connection_id, nameOf(r.on_connection_id)),
+          reason: gone.reason,
+          why: gone.reason,
+          since: gone.since
+        }]
       })
       const result: WaitGraphResult = {
         edges,
         cycles,
-        orphaned: {
-          waits: orphaned,
-          silent_after_s: config.silentAfterS,
-          not_computed: "Only half of 'orphaned' is computed: waits on connections that are revoked or silent " +
-            `(not seen for ${config.silentAfterS} s). Waits whose awaited work no live claimant holds need a ` +
-            "claims registry linking waits to claimed work; that half is NOT computed, so an empty list is not an all-clear."
-        }
+        orphaned: { waits: orphaned, work: yield* ledger.orphanedWork(caller.userId), silent_after_s: config.silentAfterS }
       }
       return result
     }, Effect.orDie)

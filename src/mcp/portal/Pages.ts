@@ -164,6 +164,15 @@ ${
       graph.cycles.map((c: Array<any>) => html`<li class="cycle">${c.map((r) => r.agent_name).join(" → ")}</li>`)
     }</ul>`
   }
+${
+    (graph.orphaned?.work ?? []).length === 0 ? "" : html`<h3>Orphaned work (claimant revoked or silent)</h3><ul>${
+      graph.orphaned.work.map((w: any) =>
+        html`<li class="orphan"><a href="/portal/ledger?work=${encodeURIComponent(w.work_id)}">${w.work_id}</a> ${w.title ?? ""} · claimant <code>${
+          String(w.connection_id).slice(0, 8)
+        }</code> ${w.reason} since ${since(w.since)}</li>`
+      )
+    }</ul>`
+  }
 <h3>Waits</h3><div class="scroll"><table><thead><tr><th scope="col">Waiter</th><th scope="col">Waits on</th><th scope="col">Predicate</th><th scope="col">Reason</th><th scope="col">Expires</th><th scope="col">Orphan</th></tr></thead><tbody>${
     graph.edges.map((e: any) => {
       const orphan = (graph.orphaned?.waits ?? []).find((o: any) => o.wait_id === e.wait_id)

@@ -31,7 +31,8 @@ export const coordinationTools = Effect.gen(function*() {
       name: "sophia.coordination_inbox",
       group: "coordination",
       access: "read",
-      description: "Your unread posts, oldest first (marks them read for you unless peek), global unread_count, channels.",
+      description: "Without channel: your unread posts, oldest first. With channel: the conversation (mine/unread " +
+        "flagged). Marks returned posts read unless peek. wait_s: long poll for a post.",
       // marking read changes this connection's read state (nothing else): not read-only, but idempotent
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
       input: InboxInput,

@@ -1,5 +1,7 @@
 import { Effect } from "effect"
 import { OrientInput, OrientOutput } from "../../domain/Orient.js"
+import { SEARCH_ITEM_COMPACT, SearchInput, SearchItem, SearchOutput } from "../../domain/Search.js"
+import { Search } from "../../services/Search.js"
 import { Catalog } from "../Catalog.js"
 import { Orient } from "../../services/Orient.js"
 import { defineTool, READ_ONLY } from "../Registry.js"
@@ -8,6 +10,7 @@ import { defineTool, READ_ONLY } from "../Registry.js"
 export const orientTools = Effect.gen(function*() {
   const orient = yield* Orient
   const catalog = yield* Catalog
+  const search = yield* Search
   return [
     defineTool({
       name: "sophia.orient",
@@ -19,6 +22,17 @@ export const orientTools = Effect.gen(function*() {
       input: OrientInput,
       output: OrientOutput,
       handler: (input, { caller, registry }) => orient.orient(caller, input, catalog.summary(registry, caller.profile))
+    }),
+    defineTool({
+      name: "sophia.search",
+      group: "orient",
+      access: "read",
+      description: "Search documents, facts and posts (BM25 per kind, RRF-fused). Posts are grounding: false.",
+      annotations: READ_ONLY,
+      input: SearchInput,
+      output: SearchOutput,
+      projection: { key: "items", row: SearchItem, compact: SEARCH_ITEM_COMPACT, compactPreview: { snippet: 120 } },
+      handler: (input, { caller }) => search.search(caller, input)
     })
   ]
 })
