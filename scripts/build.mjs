@@ -46,7 +46,8 @@ await build({
   sourcemap: false,
   logLevel: "warning"
 })
-for (const f of walk(src).filter((f) => f.endsWith(".mjs"))) {
+// the sandbox child (.mjs) and the portal's static assets (served by path from dist/mcp/portal/assets/)
+for (const f of walk(src).filter((f) => f.endsWith(".mjs") || f.includes(`${path.sep}portal${path.sep}assets${path.sep}`))) {
   const to = path.join(next, path.relative(src, f))
   fs.mkdirSync(path.dirname(to), { recursive: true })
   fs.copyFileSync(f, to)

@@ -155,6 +155,10 @@ const serve = Command.make(
         const auth = yield* Auth
         const http = yield* HttpServer
         const minted = yield* auth.bootstrapOwner()
+        // first start: the owner's portal login link too (one use, 10 minutes; `sophia portal` mints more)
+        const portalLink = Option.isSome(minted)
+          ? `${http.baseUrl}/portal/login?token=${(yield* (yield* app.Portal).mintLogin()).token}`
+          : undefined
         const bin = binPath()
         const dbFlag = "url" in store ? "--database-url <url>" : `--db ${shellQuote(store.filename)}`
         const ready = `Sophia ${VERSION} listening; MCP endpoint ${http.mcpUrl} (database ${where}; pid ${process.pid})`
@@ -175,6 +179,9 @@ const serve = Command.make(
               `Mint more:  ${shellQuote(process.execPath)} ${shellQuote(bin)} connection create --name <agent> --profile observer|assistant|full ${dbFlag}`,
               `Approvals:  ${shellQuote(process.execPath)} ${shellQuote(bin)} approvals list ${dbFlag}`,
               `Stop:       Ctrl-C, or kill ${process.pid} (SIGTERM); metrics at ${http.baseUrl}/metrics`,
+              ``,
+              `The owner's portal (this link logs you in once, within 10 minutes; \`sophia portal\` prints a new one):`,
+              `    ${portalLink}`,
               ``
             ].join("\n")
         }))
@@ -338,9 +345,39 @@ const backup = Command.make(
 ).pipe(Command.withDescription("an online, consistent copy of the SQLite database (safe while the daemon writes)"))
 
 // ---------------------------------------------------------------------------------------------------
+// sophia portal [--logout-all]
+
+/**
+ * `sophia portal`: a one-time login link for the owner's portal (valid 10 minutes, one use), printed as the
+ * last stdout line; `--logout-all` ends every portal session first.
+ */
+const portal = Command.make(
+  "portal",
+  {
+    ...globals,
+    host: Options.text("host").pipe(Options.withDescription("the daemon's interface (for the link)"), withDefault("127.0.0.1", "127.0.0.1")),
+    port: Options.integer("port").pipe(Options.withDescription("the daemon's port (for the link)"), withDefault(7337)),
+    logoutAll: Options.boolean("logout-all").pipe(Options.withDescription("end every portal session now"))
+  },
+  (o) =>
+    Effect.gen(function*() {
+      yield* checkPort(o.port)
+      const store = yield* existingStoreOf(o)
+      const login = yield* withServices(store, (app) =>
+        Effect.gen(function*() {
+          const service = yield* app.Portal
+          if (o.logoutAll) yield* Console.log(`logged out ${yield* service.logoutAll()} portal session(s)`)
+          return yield* service.mintLogin()
+        }))
+      const hostForUrl = o.host.includes(":") ? `[${o.host}]` : o.host === "0.0.0.0" ? "127.0.0.1" : o.host
+      yield* Console.log(`http://${hostForUrl}:${o.port}/portal/login?token=${login.token}`)
+    })
+).pipe(Command.withDescription("print a one-time login link for the owner's portal (10 minutes, one use)"))
+
+// ---------------------------------------------------------------------------------------------------
 // the command list (a new subcommand: one block above, one entry here)
 
-const commands = [serve, stdio, connection, ledger, approvals, backup] as const
+const commands = [serve, stdio, connection, ledger, approvals, portal, backup] as const
 /** commands that only group others: alone, they print their help */
 const GROUPS = new Set(["connection", "ledger", "approvals"])
 

@@ -22,6 +22,8 @@ import { Catalog } from "../mcp/Catalog.js"
 import { Ledger } from "../services/Ledger.js"
 import { SandboxLive, SandboxWarmUp } from "../services/Sandbox.js"
 import { Orient } from "../services/Orient.js"
+import { Portal } from "../services/Portal.js"
+import { PortalRoutesLive } from "../mcp/portal/Routes.js"
 import { Search } from "../services/Search.js"
 import { Waits } from "../services/Waits.js"
 import { Wakeups } from "../services/Wakeups.js"
@@ -97,7 +99,7 @@ export const WakeupFeed = Layer.scopedDiscard(Effect.gen(function*() {
 }))
 
 /** The store-facing services below the ledger (each provided the ones it asks). */
-const CoreServices = Layer.mergeAll(Coordination.Default, Approvals.Default).pipe(
+const CoreServices = Layer.mergeAll(Coordination.Default, Approvals.Default, Portal.Default).pipe(
   Layer.provideMerge(Auth.Default),
   Layer.provideMerge(Layer.merge(Events.Default, Wakeups.Default))
 )
@@ -191,6 +193,8 @@ export const SophiaOn = (store: StoreChoice) => makeCore(storeLayer(store))
  */
 export const ServeLive = (options: { readonly store: StoreChoice } & Http.HttpConfig) =>
   Layer.mergeAll(Http.layer(options), SweepLive, SandboxWarmUp, CrossDaemonEvents).pipe(
+    // the owner's portal under /portal (Http.ts hands it those paths)
+    Layer.provideMerge(PortalRoutesLive),
     Layer.provideMerge(SophiaOn(options.store).pipe(Layer.provide(RequestLogOn)))
   )
 

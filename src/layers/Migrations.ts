@@ -7,6 +7,7 @@ import waits from "./migrations/0004_waits.js"
 import knowledge from "./migrations/0005_knowledge.js"
 import approvals from "./migrations/0006_approvals.js"
 import search from "./migrations/0007_search.js"
+import portal from "./migrations/0008_portal.js"
 
 /**
  * Every schema change, in order, as a static record (no file-system loader: the daemon runs from
@@ -19,7 +20,8 @@ export const migrations = {
   "0004_waits": waits,
   "0005_knowledge": knowledge,
   "0006_approvals": approvals,
-  "0007_search": search
+  "0007_search": search,
+  "0008_portal": portal
 }
 
 export const runMigrations = Migrator.make({})({

@@ -1,7 +1,7 @@
 import type { AuthInfo } from "@modelcontextprotocol/sdk/server/auth/types.js"
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js"
 import { isInitializeRequest } from "@modelcontextprotocol/sdk/types.js"
-import { Context, Effect, Layer, Runtime, Schedule, Schema } from "effect"
+import { Context, Effect, Layer, Option, Runtime, Schedule, Schema } from "effect"
 import { randomUUID } from "node:crypto"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
@@ -9,6 +9,7 @@ import type { Caller } from "../domain/Auth.js"
 import { MetricsScrape } from "../observability/Metrics.js"
 import { Dispatcher } from "./Dispatch.js"
 import { makeMcpServer } from "./McpServer.js"
+import { PortalRoutes } from "./portal/Routes.js"
 import { AUTH_MESSAGE, httpStatusOf } from "./Refusals.js"
 import type { ToolNaming } from "./Registry.js"
 
@@ -148,6 +149,8 @@ export const layer = (config: HttpConfig): Layer.Layer<HttpServer, ListenError, 
     Effect.gen(function*() {
       const dispatcher = yield* Dispatcher
       const metrics = yield* MetricsScrape
+      // the owner's portal, when the app provides it: every /portal path is its own (see portal/Routes.ts)
+      const portal = yield* Effect.serviceOption(PortalRoutes)
       const runtime = yield* Effect.runtime<never>()
       const runPromise = Runtime.runPromise(runtime)
       const limit = config.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES
@@ -304,6 +307,9 @@ export const layer = (config: HttpConfig): Layer.Layer<HttpServer, ListenError, 
           return res.end(text)
         }
         if (url.pathname === "/mcp") return handleMcp(req, res)
+        if ((url.pathname === "/portal" || url.pathname.startsWith("/portal/")) && Option.isSome(portal)) {
+          return portal.value.handle(req, res, url)
+        }
         const rest = /^\/api\/tools\/([^/]+)$/.exec(url.pathname)
         if (rest && req.method === "POST") return handleRest(req, res, rest[1])
         return sendJson(res, 404, { error: "not_found" })

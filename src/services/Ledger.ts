@@ -686,6 +686,24 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
     const claimedBy = (userId: string, connectionId: string): Effect.Effect<ReadonlyArray<WorkSummary>> =>
       Effect.orDie(claimedRows({ userId, connectionId }))
 
+    const listRows = SqlSchema.findAll({
+      Request: Schema.Struct({ userId: Schema.String, limit: Schema.Number }),
+      Result: Schema.Struct({
+        work_id: Schema.String,
+        title: Schema.String,
+        status: Schema.String,
+        claimant: Schema.NullOr(Schema.String),
+        head: Schema.String,
+        seq: DbInt,
+        updated_at: Schema.String
+      }),
+      execute: ({ limit, userId }) =>
+        sql`SELECT work_id, title, status, claimant, head, seq, updated_at FROM ledger_work
+          WHERE user_id = ${userId} ORDER BY updated_at DESC, work_id LIMIT ${limit}`
+    })
+    /** The user's work items, most recently moved first (the owner's dashboard), at most `limit` (≤ 1000). */
+    const listWork = (userId: string, limit = 200) =>
+      Effect.orDie(listRows({ userId, limit: Math.min(Math.max(1, limit), 1000) }))
     const claimRows = SqlSchema.findAll({
       Request: Schema.String,
       Result: Schema.Struct({ work_id: Schema.String, title: Schema.String, claimant: Schema.String }),
@@ -764,6 +782,7 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
       state,
       countWork,
       claimedBy,
+      listWork,
       orphanedWork,
       observesPost,
       observePost,

@@ -1,0 +1,43 @@
+import { Schema } from "effect"
+
+/**
+ * The owner's portal (DESIGN "The owner's portal"): a browser session opened by a one-time login link,
+ * carried by the `sophia_portal` cookie, acting as the owner through the portal's own connection row.
+ */
+
+export const PORTAL_COOKIE = "sophia_portal"
+/** a login link is valid this long, and once */
+export const LOGIN_LINK_TTL_MS = 10 * 60_000
+/** a session lasts this long unless `SOPHIA_PORTAL_SESSION_HOURS` says otherwise */
+export const DEFAULT_SESSION_HOURS = 12
+
+/** A login link that is unknown, already used or expired: it opens nothing, and says so the same way. */
+export class PortalLoginRefused extends Schema.TaggedError<PortalLoginRefused>()("PortalLoginRefused", {
+  reason: Schema.Literal("unknown", "used", "expired")
+}) {
+  override get message() {
+    return `this login link is ${this.reason === "unknown" ? "not valid" : this.reason === "used" ? "already used" : "expired"}; run \`sophia portal\` for a new one`
+  }
+}
+
+/** A freshly minted one-time login token (shown once, stored as a hash). */
+export interface PortalLogin {
+  readonly token: string
+  readonly expires_at: string
+}
+
+/** A session opened by a login: the cookie value (shown once, stored as a hash) and its CSRF token. */
+export interface PortalSessionOpened {
+  readonly session_token: string
+  readonly csrf: string
+  readonly expires_at: string
+  readonly max_age_s: number
+}
+
+/** A live session, as a request finds it. */
+export interface PortalSession {
+  readonly session_id: string
+  readonly user_id: string
+  readonly csrf: string
+  readonly expires_at: string
+}

@@ -1,0 +1,277 @@
+import type { ApprovalInfo } from "../../domain/Approvals.js"
+import type { ConnectionInfo } from "../../domain/Auth.js"
+import { Html, html, json } from "./Html.js"
+
+/** The six pages of the contract, in nav order: [path, visible name]. */
+export const NAV = [
+  ["/portal", "Fleet"],
+  ["/portal/approvals", "Approvals"],
+  ["/portal/channels", "Channels"],
+  ["/portal/waits", "Waits"],
+  ["/portal/ledger", "Ledger"],
+  ["/portal/knowledge", "Knowledge"]
+] as const
+export type PageName = (typeof NAV)[number][1]
+
+export interface Frame {
+  readonly csrf: string
+  readonly page: PageName
+  readonly notice?: string | undefined
+  readonly error?: string | undefined
+}
+
+/** A POST form with the CSRF token: every state change is one of these (a real `<button>` named by its verb). */
+export const form = (csrf: string, action: string, button: string, fields: Html | string = "", label?: string) =>
+  html`<form method="post" action="${action}" class="inline">${
+    new Html(typeof fields === "string" ? fields : fields.text)
+  }<input type="hidden" name="_csrf" value="${csrf}"><button type="submit"${
+    label ? new Html(` aria-describedby="${label}"`) : ""
+  }>${button}</button></form>`
+
+/** The frame of every page: skip link, nav, notice, the live region (`data-live` names the events that refresh it). */
+export const layoutPage = (frame: Frame, live: ReadonlyArray<string>, body: Html, extra: Html = html``) =>
+  html`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${frame.page} · Sophia</title><link rel="stylesheet" href="/portal/assets/portal.css">
+<script src="/portal/assets/portal.js" defer></script></head>
+<body><a class="skip" href="#main">Skip to content</a>
+<header><span class="brand">Sophia</span><nav aria-label="Portal"><ul>${
+    NAV.map(([href, name]) =>
+      html`<li><a href="${href}"${name === frame.page ? new Html(" aria-current=\"page\"") : ""}>${name}</a></li>`
+    )
+  }</ul></nav>${form(frame.csrf, "/portal/logout", "Log out")}<span class="live-state" aria-live="polite" id="live-state"></span></header>
+<main id="main" tabindex="-1"><h1>${frame.page}</h1>
+${frame.notice ? html`<p class="notice" role="status">${frame.notice}</p>` : ""}
+${frame.error ? html`<p class="error" role="alert">${frame.error}</p>` : ""}
+${extra}
+<div id="live" data-live="${live.join(" ")}">${body}</div>
+</main></body></html>`
+
+export const since = (iso: string | null | undefined) => (iso ? html`<time datetime="${iso}">${iso.replace("T", " ").slice(0, 19)}</time>` : "never")
+
+// ------------------------------------------------------------------ Fleet
+
+export interface FleetRow {
+  readonly info: ConnectionInfo
+  readonly unread: number
+  readonly openWaits: number
+  readonly claimed: ReadonlyArray<{ readonly work_id: string; readonly title: string }>
+  readonly isPortal: boolean
+}
+
+export const fleetBody = (csrf: string, rows: ReadonlyArray<FleetRow>) => {
+  const live = rows.filter((r) => r.info.revoked_at === null)
+  const revoked = rows.filter((r) => r.info.revoked_at !== null)
+  return html`<section aria-labelledby="fleet-h"><h2 id="fleet-h">Connections (${live.length} live)</h2>
+<div class="scroll"><table><thead><tr><th scope="col">Agent</th><th scope="col">Id</th><th scope="col">User</th><th scope="col">Profile</th><th scope="col">Scope</th><th scope="col">Last seen</th><th scope="col">Unread</th><th scope="col">Open waits</th><th scope="col">Claimed work</th><th scope="col">Actions</th></tr></thead><tbody>
+${
+    live.map((r) =>
+      html`<tr data-connection="${r.info.connection_id}"><th scope="row">${r.info.name}</th><td><code>${r.info.connection_short}</code></td><td>${r.info.user_name}</td>
+<td><span class="badge profile-${r.isPortal ? "portal" : r.info.profile}">${r.isPortal ? "portal" : r.info.profile}</span></td>
+<td>${r.info.entity_scope.length === 0 ? "all" : r.info.entity_scope.join(", ")}</td><td>${since(r.info.last_seen_at)}</td>
+<td>${r.unread}</td><td>${r.openWaits}</td><td>${
+        r.claimed.length === 0 ? "—" : r.claimed.map((w) => html`<a href="/portal/ledger?work=${encodeURIComponent(w.work_id)}">${w.work_id}</a> `)
+      }</td>
+<td class="actions">${
+        r.isPortal ? html`<span class="muted">this portal</span>` : html`${
+          form(
+            csrf,
+            `/portal/connections/${r.info.connection_id}/rename`,
+            "Rename",
+            html`<label class="sr" for="rn-${r.info.connection_id}">New name for ${r.info.name}</label><input id="rn-${r.info.connection_id}" name="name" required maxlength="64" value="${r.info.name}">`
+          )
+        }${form(csrf, `/portal/connections/${r.info.connection_id}/revoke`, "Revoke")}`
+      }</td></tr>`
+    )
+  }</tbody></table></div></section>
+${
+    revoked.length === 0 ? "" : html`<details><summary>${revoked.length} revoked</summary><ul>${
+      revoked.slice(0, 100).map((r) => html`<li>${r.info.name} <code>${r.info.connection_short}</code> revoked ${since(r.info.revoked_at)}</li>`)
+    }</ul></details>`
+  }`
+}
+
+export const createForm = (csrf: string) =>
+  html`<section aria-labelledby="create-h" class="card"><h2 id="create-h">New connection</h2>
+<form method="post" action="/portal/connections" class="grid">
+<label for="cc-name">Name</label><input id="cc-name" name="name" required maxlength="64" autocomplete="off">
+<label for="cc-profile">Profile</label><select id="cc-profile" name="profile"><option value="observer">observer</option><option value="assistant" selected>assistant</option><option value="full">full</option></select>
+<label for="cc-scope">Scope (entity ids, comma-separated; empty = all)</label><input id="cc-scope" name="scope" autocomplete="off">
+<input type="hidden" name="_csrf" value="${csrf}"><button type="submit">Create connection</button></form></section>`
+
+export const mintedBody = (minted: { connection_id: string; name: string; profile: string; bearer: string }, mcpUrl: string) => {
+  const config = { mcpServers: { sophia: { type: "http", url: mcpUrl, headers: { Authorization: `Bearer ${minted.bearer}` } } } }
+  return html`<section class="card minted" aria-labelledby="minted-h"><h2 id="minted-h">Connection “${minted.name}” created (${minted.profile})</h2>
+<p>Its bearer is shown once, now. Store it:</p><p><code id="bearer" class="bearer">${minted.bearer}</code></p>
+<h3>Claude Code</h3><pre>claude mcp add --transport http sophia ${mcpUrl} --header "Authorization: Bearer ${minted.bearer}"</pre>
+<h3>Any Streamable HTTP client (mcpServers entry)</h3><pre>${json(config)}</pre>
+<h3>stdio clients</h3><pre>SOPHIA_BEARER=${minted.bearer} npx sophia stdio --db &lt;same db&gt;</pre></section>`
+}
+
+// ------------------------------------------------------------------ Approvals
+
+const approvalRow = (csrf: string, a: ApprovalInfo, decided: boolean) =>
+  html`<article class="approval card" data-approval="${a.approval_id}" aria-labelledby="ap-${a.approval_id}">
+<h3 id="ap-${a.approval_id}"><code>${a.tool}</code> <span class="badge access-${a.access}">${a.access}</span>${
+    decided ? html` <span class="badge status-${a.status}">${a.status}</span>` : ""
+  }</h3>
+<p>by <strong>${a.connection_name}</strong> <code>${a.connection_id.slice(0, 8)}</code> (${a.user_name}) · asked ${since(a.created_at)}${
+    decided && a.decided_at ? html` · decided ${since(a.decided_at)} via ${a.decided_via ?? ""}` : ""
+  }</p>
+<pre class="args" aria-label="arguments">${json(a.args)}</pre>
+${
+    decided ? "" : html`<div class="actions">${form(csrf, `/portal/approvals/${a.approval_id}/approve`, "Approve")}${
+      form(csrf, `/portal/approvals/${a.approval_id}/deny`, "Deny")
+    }</div>`
+  }</article>`
+
+export const approvalsBody = (csrf: string, pending: ReadonlyArray<ApprovalInfo>, recent: ReadonlyArray<ApprovalInfo>) =>
+  html`<section aria-labelledby="pending-h"><h2 id="pending-h">Pending (${pending.length})</h2>${
+    pending.length === 0 ? html`<p class="muted">Nothing waits for your decision.</p>` : pending.map((a) => approvalRow(csrf, a, false))
+  }</section>
+<section aria-labelledby="recent-h"><h2 id="recent-h">Recently decided</h2>${
+    recent.length === 0 ? html`<p class="muted">None yet.</p>` : recent.map((a) => approvalRow(csrf, a, true))
+  }</section>`
+
+// ------------------------------------------------------------------ Channels
+
+export const channelsBody = (channels: ReadonlyArray<any>, selected: string | undefined, posts: ReadonlyArray<any>) =>
+  html`<div class="split"><section aria-labelledby="ch-h"><h2 id="ch-h">Channels</h2><ul class="list">${
+    channels.map((c) =>
+      html`<li><a href="/portal/channels?channel=${encodeURIComponent(c.channel)}"${
+        c.channel === selected ? new Html(" aria-current=\"true\"") : ""
+      }>${c.channel}</a> <span class="muted">${c.last_seq} posts</span>${c.archived ? html` <span class="badge archived">archived</span>` : ""}</li>`
+    )
+  }</ul></section>
+<section aria-labelledby="posts-h"><h2 id="posts-h">${selected ?? "Pick a channel"}</h2>${
+    selected === undefined ? "" : posts.length === 0 ? html`<p class="muted">No posts.</p>` : html`<ol class="posts">${
+      posts.map((p) =>
+        html`<li class="post kind-${p.kind}"><div class="meta"><span class="seq">#${p.channel_seq}</span> <span class="badge">${p.kind}</span> <strong>${p.agent_name}</strong> <code>${p.connection_short}</code> ${
+          since(p.created_at)
+        }${p.to ? html` → ${p.to.agent_name ?? p.to}` : ""}</div><div class="body">${p.body}</div></li>`
+      )
+    }</ol>`
+  }</section></div>`
+
+// ------------------------------------------------------------------ Waits
+
+export const waitsBody = (graph: any, svg: string) =>
+  html`<section aria-labelledby="graph-h"><h2 id="graph-h">Wait graph (${graph.edges.length} open waits)</h2>
+<p class="legend"><span class="key key-edge"></span> waits on <span class="key key-cycle"></span> cycle <span class="key key-orphan"></span> orphaned (awaited agent revoked or silent)</p>
+${graph.edges.length === 0 ? html`<p class="muted">No open waits.</p>` : html`<div class="scroll graph">${new Html(svg)}</div>`}
+${
+    graph.cycles.length === 0 ? "" : html`<h3>Cycles</h3><ul>${
+      graph.cycles.map((c: Array<any>) => html`<li class="cycle">${c.map((r) => r.agent_name).join(" → ")}</li>`)
+    }</ul>`
+  }
+${
+    (graph.orphaned?.work ?? []).length === 0 ? "" : html`<h3>Orphaned work (claimant revoked or silent)</h3><ul>${
+      graph.orphaned.work.map((w: any) =>
+        html`<li class="orphan"><a href="/portal/ledger?work=${encodeURIComponent(w.work_id)}">${w.work_id}</a> ${w.title ?? ""} · claimant <code>${
+          String(w.connection_id).slice(0, 8)
+        }</code> ${w.reason} since ${since(w.since)}</li>`
+      )
+    }</ul>`
+  }
+<h3>Waits</h3><div class="scroll"><table><thead><tr><th scope="col">Waiter</th><th scope="col">Waits on</th><th scope="col">Predicate</th><th scope="col">Reason</th><th scope="col">Expires</th><th scope="col">Orphan</th></tr></thead><tbody>${
+    graph.edges.map((e: any) => {
+      const orphan = (graph.orphaned?.waits ?? []).find((o: any) => o.wait_id === e.wait_id)
+      return html`<tr${orphan ? new Html(" class=\"orphan\"") : ""}><td>${e.waiter.agent_name}</td><td>${e.on.agent_name}</td><td><code>${
+        JSON.stringify(e.predicate)
+      }</code></td><td>${e.reason}</td><td>${since(e.expires_at)}</td><td>${orphan ? orphan.why ?? orphan.reason ?? "yes" : ""}</td></tr>`
+    })
+  }</tbody></table></div></section>`
+
+// ------------------------------------------------------------------ Ledger
+
+export const evidenceBadge = (e: string) => html`<span class="badge evidence-${e}">${e}</span>`
+
+export const ledgerListBody = (items: ReadonlyArray<any>, names: ReadonlyMap<string, string>) =>
+  html`<section aria-labelledby="items-h"><h2 id="items-h">Work items (${items.length})</h2><div class="scroll"><table><thead><tr><th scope="col">Work</th><th scope="col">Title</th><th scope="col">Status</th><th scope="col">Claimant</th><th scope="col">Seq</th><th scope="col">Head</th><th scope="col">Updated</th></tr></thead><tbody>${
+    items.map((w) =>
+      html`<tr><th scope="row"><a href="/portal/ledger?work=${encodeURIComponent(w.work_id)}">${w.work_id}</a></th><td>${w.title}</td><td><span class="badge status-${w.status}">${w.status}</span></td><td>${
+        w.claimant ? names.get(w.claimant) ?? w.claimant.slice(0, 8) : "—"
+      }</td><td>${w.seq}</td><td><code class="hash">${w.head.slice(0, 12)}</code></td><td>${since(w.updated_at)}</td></tr>`
+    )
+  }</tbody></table></div></section>`
+
+export const verifyResult = (report: any) =>
+  report.ok
+    ? html`<p class="notice" role="status" id="verify-result">Ledger verified: ${report.work_items} work items, ${report.events} events, every hash and state recomputed — no break.</p>`
+    : html`<p class="error" role="alert" id="verify-result">Ledger broken: ${report.first_break.work_id} seq ${report.first_break.seq}: ${report.first_break.reason}</p>`
+
+export const ledgerItemBody = (status: any, events: ReadonlyArray<any>, diff: any | undefined, names: ReadonlyMap<string, string>, from?: string, to?: string) => {
+  const nameOf = (id: string | null) => (id ? names.get(id) ?? id.slice(0, 8) : "—")
+  const heads = events.map((e) => e.hash)
+  const headOptions = (selected: string | undefined) =>
+    heads.map((h, i) => html`<option value="${h}"${h === selected ? new Html(" selected") : ""}>seq ${events[i].seq} · ${h.slice(0, 12)}</option>`)
+  return html`<p><a href="/portal/ledger">← all work items</a></p>
+<section aria-labelledby="item-h" class="card"><h2 id="item-h">${status.work_id}: ${status.settled.title}</h2>
+<div class="split"><div><h3>Settled</h3><dl><dt>Status</dt><dd>${status.settled.status}${status.settled.resolution ? ` (${status.settled.resolution})` : ""}</dd>
+<dt>Claimant</dt><dd>${nameOf(status.settled.claimant)}</dd><dt>Head</dt><dd><code class="hash">${status.settled.head}</code> (seq ${status.settled.seq})</dd></dl>
+<table><thead><tr><th scope="col">Field</th><th scope="col">Value</th><th scope="col">Evidence</th><th scope="col">Set by</th><th scope="col">Seq</th></tr></thead><tbody>${
+    Object.entries(status.settled.fields).map(([k, f]: [string, any]) =>
+      html`<tr><th scope="row">${k}</th><td><code>${JSON.stringify(f.value)}</code></td><td>${evidenceBadge(f.evidence)}</td><td>${nameOf(f.set_by)}</td><td>${f.seq}</td></tr>`
+    )
+  }</tbody></table></div>
+<div><h3>Observed now</h3><dl><dt>At</dt><dd>${since(status.observed.observed_at)}</dd><dt>Claimant</dt><dd>${
+    status.observed.claimant
+      ? html`${status.observed.claimant.agent_name || status.observed.claimant.connection_short} · last seen ${since(status.observed.claimant.last_seen_at)}${
+        status.observed.claimant.revoked ? html` <span class="badge revoked">revoked</span>` : ""
+      }`
+      : "—"
+  }</dd><dt>Pending reviews</dt><dd>${status.observed.pending_reviews.length}</dd></dl></div></div></section>
+<section aria-labelledby="chain-h"><h2 id="chain-h">Chain (${events.length} events)</h2><div class="scroll"><table class="chain"><thead><tr><th scope="col">Seq</th><th scope="col">Type</th><th scope="col">Data</th><th scope="col">Evidence</th><th scope="col">Actor</th><th scope="col">Parent</th><th scope="col">Hash</th></tr></thead><tbody>${
+    events.map((e) =>
+      html`<tr><td>${e.seq}</td><td>${e.type}</td><td><code>${JSON.stringify(e.data)}</code></td><td>${evidenceBadge(e.evidence)}</td><td>${
+        nameOf(e.actor)
+      }</td><td><code class="hash">${e.parent ? e.parent.slice(0, 12) : "∅"}</code></td><td><code class="hash" title="${e.hash}">${e.hash.slice(0, 12)}</code></td></tr>`
+    )
+  }</tbody></table></div></section>
+<section aria-labelledby="diff-h" class="card"><h2 id="diff-h">Diff between two heads</h2>
+<form method="get" action="/portal/ledger" class="grid"><input type="hidden" name="work" value="${status.work_id}">
+<label for="diff-from">From</label><select id="diff-from" name="from">${headOptions(from ?? heads[0])}</select>
+<label for="diff-to">To</label><select id="diff-to" name="to">${headOptions(to ?? heads[heads.length - 1])}</select>
+<button type="submit">Show diff</button></form>${
+    diff === undefined ? "" : html`<div id="diff"><p>seq ${diff.from.seq} → ${diff.to.seq}: ${diff.events} events; status ${diff.status.before} → ${diff.status.after}; claimant ${
+      nameOf(diff.claimant.before)
+    } → ${nameOf(diff.claimant.after)}</p><table><thead><tr><th scope="col">Field</th><th scope="col">Before</th><th scope="col">After</th></tr></thead><tbody>${
+      diff.changes.map((c: any) =>
+        html`<tr><th scope="row">${c.field}</th><td>${c.before ? html`<code>${JSON.stringify(c.before.value)}</code> ${evidenceBadge(c.before.evidence)}` : "—"}</td><td>${
+          c.after ? html`<code>${JSON.stringify(c.after.value)}</code> ${evidenceBadge(c.after.evidence)}` : "—"
+        }</td></tr>`
+      )
+    }</tbody></table></div>`
+  }</section>`
+}
+
+// ------------------------------------------------------------------ Knowledge
+
+export const knowledgeBody = (csrf: string, query: string, documents: ReadonlyArray<any>, facts: ReadonlyArray<any>, journal: ReadonlyArray<any>, names: ReadonlyMap<string, string>) =>
+  html`<section aria-labelledby="docs-h"><h2 id="docs-h">Documents</h2>
+<form method="get" action="/portal/knowledge" role="search" class="grid"><label for="kq">Search documents</label><input id="kq" name="q" value="${query}"><button type="submit">Search</button></form>
+${
+    query === "" ? html`<p class="muted">Search to list documents.</p>` : documents.length === 0 ? html`<p class="muted">No document matches.</p>` : html`<ul class="list">${
+      documents.map((d) => html`<li><strong>${d.title}</strong> <code>${d.document_id}</code>${d.uri ? html` · ${d.uri}` : ""}<br><span class="muted">${d.snippet}</span></li>`)
+    }</ul>`
+  }</section>
+<section aria-labelledby="facts-h"><h2 id="facts-h">Facts (${facts.length})</h2><div class="scroll"><table><thead><tr><th scope="col">Subject</th><th scope="col">Predicate</th><th scope="col">Object</th><th scope="col">Origin</th><th scope="col">Sources</th></tr></thead><tbody>${
+    facts.map((f) =>
+      html`<tr><td>${f.subject}</td><td>${f.predicate}</td><td>${f.object}</td><td>${f.origin}</td><td>${
+        f.sources.length === 0 ? "—" : f.sources.map((s: any) => html`<span class="src">${s.title}${s.uri ? ` (${s.uri})` : ""}</span> `)
+      }</td></tr>`
+    )
+  }</tbody></table></div></section>
+<section aria-labelledby="journal-h"><h2 id="journal-h">Mutation journal</h2><div class="scroll"><table><thead><tr><th scope="col">Mutation</th><th scope="col">Tool</th><th scope="col">By</th><th scope="col">At</th><th scope="col">Changes</th><th scope="col">Actions</th></tr></thead><tbody>${
+    journal.map((m) =>
+      html`<tr data-mutation="${m.id}"><th scope="row"><code>${m.id.slice(0, 12)}</code></th><td>${m.tool}</td><td>${names.get(m.connection_id) ?? m.connection_id.slice(0, 8)}</td><td>${
+        since(m.created_at)
+      }</td><td>${m.changes.map((c: any) => `${c.kind} ${c.before === null ? "added" : c.after === null ? "removed" : "changed"}`).join(", ")}</td><td>${
+        m.reverted_by !== null ? html`<span class="muted">reverted</span>` : m.reverts !== null ? html`<span class="muted">a revert</span>` :
+          form(csrf, `/portal/knowledge/mutations/${encodeURIComponent(m.id)}/revert`, "Revert")
+      }</td></tr>`
+    )
+  }</tbody></table></div></section>`
+
+export const messagePage = (title: string, message: string) =>
+  html`<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>${title} · Sophia</title><link rel="stylesheet" href="/portal/assets/portal.css"></head><body><main id="main"><h1>${title}</h1><p>${message}</p></main></body></html>`

@@ -1,0 +1,187 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, Option, TestClock } from "effect"
+import { SophiaTest } from "../src/layers/App.js"
+import * as Http from "../src/mcp/Http.js"
+import { layout, waitGraphSvg } from "../src/mcp/portal/Graph.js"
+import { PortalRoutesLive } from "../src/mcp/portal/Routes.js"
+import { Approvals } from "../src/services/Approvals.js"
+import { Auth } from "../src/services/Auth.js"
+import { Dispatcher } from "../src/mcp/Dispatch.js"
+import { Portal } from "../src/services/Portal.js"
+import { connect } from "./support/Fixtures.js"
+
+describe("Portal service", () => {
+  it.effect("a login link opens one session, once; the session's caller is the owner's portal connection", () =>
+    Effect.gen(function*() {
+      const portal = yield* Portal
+      const login = yield* portal.mintLogin()
+      const opened = yield* portal.redeem(login.token)
+      const again = yield* Effect.flip(portal.redeem(login.token))
+      assert.strictEqual(again._tag, "PortalLoginRefused")
+      assert.strictEqual(again.reason, "used")
+      assert.strictEqual((yield* Effect.flip(portal.redeem("spl_nope"))).reason, "unknown")
+      const session = Option.getOrThrow(yield* portal.session(opened.session_token))
+      assert.isTrue(portal.csrfMatches(session, opened.csrf))
+      assert.isFalse(portal.csrfMatches(session, opened.csrf.slice(1) + "x"))
+      assert.isFalse(portal.csrfMatches(session, undefined))
+      const caller = yield* portal.callerFor(session.user_id)
+      assert.strictEqual(caller.profile, "portal")
+      // a real row, owned by the owner, and the same one every time
+      const info = Option.getOrThrow(yield* (yield* Auth).get(caller.connectionId))
+      assert.strictEqual(info.user_name, "owner")
+      assert.strictEqual(info.name, "portal")
+      assert.strictEqual((yield* portal.callerFor(session.user_id)).connectionId, caller.connectionId)
+    }).pipe(Effect.provide(SophiaTest)))
+
+  it.effect("a login link expires after 10 minutes; a session after 12 hours; logoutAll ends every session", () =>
+    Effect.gen(function*() {
+      const portal = yield* Portal
+      const stale = yield* portal.mintLogin()
+      yield* TestClock.adjust("10 minutes")
+      assert.strictEqual((yield* Effect.flip(portal.redeem(stale.token))).reason, "expired")
+      const fresh = yield* portal.redeem((yield* portal.mintLogin()).token)
+      yield* TestClock.adjust("11 hours")
+      assert.isTrue(Option.isSome(yield* portal.session(fresh.session_token)))
+      yield* TestClock.adjust("1 hour")
+      assert.isTrue(Option.isNone(yield* portal.session(fresh.session_token)))
+      const a = yield* portal.redeem((yield* portal.mintLogin()).token)
+      const b = yield* portal.redeem((yield* portal.mintLogin()).token)
+      assert.strictEqual(yield* portal.logoutAll(), 2)
+      assert.isTrue(Option.isNone(yield* portal.session(a.session_token)))
+      assert.isTrue(Option.isNone(yield* portal.session(b.session_token)))
+    }).pipe(Effect.provide(SophiaTest)))
+
+  it.effect("the portal's caller has no elevated gate, and what it writes is journaled as the portal connection", () =>
+    Effect.gen(function*() {
+      const portal = yield* Portal
+      const caller = yield* portal.callerFor()
+      const out = yield* (yield* Dispatcher).call(caller, "sophia.remember_fact", { subject: "s", predicate: "p", object: "o" })
+      assert.isTrue(out.ok, JSON.stringify(out.body))
+      assert.deepStrictEqual(yield* (yield* Approvals).list({ all: true }), [])
+    }).pipe(Effect.provide(SophiaTest)))
+})
+
+describe("the wait graph drawing", () => {
+  const ref = (id: string) => ({ connection_id: id, agent_name: `agent-${id}` })
+  it("layers waiters left of what they wait on, and marks cycles and orphans", () => {
+    const edges = [
+      { wait_id: "w1", waiter: ref("a"), on: ref("b"), reason: "r" },
+      { wait_id: "w2", waiter: ref("b"), on: ref("c"), reason: "r" },
+      { wait_id: "w3", waiter: ref("x"), on: ref("y"), reason: "r" },
+      { wait_id: "w4", waiter: ref("y"), on: ref("x"), reason: "r" }
+    ]
+    const laid = layout({ edges, cycles: [["x", "y"]], orphanedWaits: new Map([["w2", "revoked"]]) })
+    const at = new Map(laid.nodes.map((n) => [n.id, n]))
+    assert.isTrue(at.get("a")!.layer < at.get("b")!.layer && at.get("b")!.layer < at.get("c")!.layer)
+    assert.isTrue(at.get("c")!.orphan)
+    const svg = waitGraphSvg({ edges, cycles: [["x", "y"]], orphanedWaits: new Map([["w2", "revoked"]]) })
+    for (const name of ["agent-a", "agent-b", "agent-c", "agent-x", "agent-y"]) assert.include(svg, `>${name}</text>`)
+    assert.strictEqual(svg.match(/class="edge edge-cycle"/g)?.length, 2)
+    assert.strictEqual(svg.match(/edge-orphan/g)?.length, 1)
+  })
+  it("30 agents in a chain stay on distinct boxes", () => {
+    const edges = Array.from({ length: 29 }, (_, i) => ({ wait_id: `w${i}`, waiter: ref(`n${i}`), on: ref(`n${i + 1}`), reason: "" }))
+    const laid = layout({ edges, cycles: [], orphanedWaits: new Map() })
+    assert.strictEqual(laid.nodes.length, 30)
+    assert.strictEqual(new Set(laid.nodes.map((n) => `${n.x},${n.y}`)).size, 30)
+  })
+})
+
+const ServeWithPortal = Http.layer({ host: "127.0.0.1", port: 0, naming: "underscore" }).pipe(
+  Layer.provideMerge(PortalRoutesLive),
+  Layer.provideMerge(SophiaTest)
+)
+
+describe("portal routes over HTTP", () => {
+  const login = Effect.gen(function*() {
+    const http = yield* Http.HttpServer
+    const { token } = yield* (yield* Portal).mintLogin()
+    const r = yield* Effect.promise(() => fetch(`${http.baseUrl}/portal/login?token=${token}`, { redirect: "manual" }))
+    const cookie = /sophia_portal=([^;]+)/.exec(r.headers.get("set-cookie") ?? "")![1]
+    return { r, cookie, base: http.baseUrl }
+  })
+  const get = (url: string, headers: Record<string, string> = {}) =>
+    Effect.promise(async () => {
+      const r = await fetch(url, { headers, redirect: "manual" })
+      return { status: r.status, text: await r.text(), headers: r.headers }
+    })
+
+  it.live("login redirects to /portal with the cookie's flags; every page renders; no cookie → 401", () =>
+    Effect.gen(function*() {
+      const { base, cookie, r } = yield* login
+      assert.strictEqual(r.status, 303)
+      assert.strictEqual(r.headers.get("location"), "/portal")
+      const flags = r.headers.get("set-cookie")!
+      for (const f of ["HttpOnly", "SameSite=Strict", "Path=/portal", "Max-Age=43200"]) assert.include(flags, f)
+      for (const [path, h1] of [["/portal", "Fleet"], ["/portal/approvals", "Approvals"], ["/portal/channels", "Channels"], ["/portal/waits", "Waits"], ["/portal/ledger", "Ledger"], ["/portal/knowledge", "Knowledge"]]) {
+        const page = yield* get(`${base}${path}`, { cookie: `sophia_portal=${cookie}` })
+        assert.strictEqual(page.status, 200, path)
+        assert.include(page.text, `<h1>${h1}</h1>`)
+        assert.include(page.headers.get("content-security-policy") ?? "", "script-src 'self'")
+        const anonymous = yield* get(`${base}${path}`)
+        assert.strictEqual(anonymous.status, 401, path)
+      }
+      const css = yield* get(`${base}/portal/assets/portal.css`)
+      assert.strictEqual(css.status, 200)
+      assert.include(css.headers.get("content-type") ?? "", "text/css")
+    }).pipe(Effect.provide(ServeWithPortal)))
+
+  it.live("a POST needs a same-origin Origin and the session's CSRF token (403 otherwise); with both it acts", () =>
+    Effect.gen(function*() {
+      const { base, cookie } = yield* login
+      const { caller } = yield* connect("victim")
+      const page = yield* get(`${base}/portal`, { cookie: `sophia_portal=${cookie}` })
+      const csrf = /name="_csrf" value="([^"]+)"/.exec(page.text)![1]
+      const post = (headers: Record<string, string>, body: Record<string, string>) =>
+        Effect.promise(async () =>
+          (await fetch(`${base}/portal/connections/${caller.connectionId}/revoke`, {
+            method: "POST",
+            redirect: "manual",
+            headers: { cookie: `sophia_portal=${cookie}`, "content-type": "application/x-www-form-urlencoded", ...headers },
+            body: new URLSearchParams(body)
+          })).status
+        )
+      assert.strictEqual(yield* post({ origin: base }, {}), 403)
+      assert.strictEqual(yield* post({ origin: base }, { _csrf: "wrong" }), 403)
+      assert.strictEqual(yield* post({}, { _csrf: csrf }), 403)
+      assert.strictEqual(yield* post({ origin: "http://evil.example" }, { _csrf: csrf }), 403)
+      assert.isNull(Option.getOrThrow(yield* (yield* Auth).get(caller.connectionId)).revoked_at)
+      assert.strictEqual(yield* post({ origin: base }, { _csrf: csrf }), 303)
+      assert.isString(Option.getOrThrow(yield* (yield* Auth).get(caller.connectionId)).revoked_at)
+    }).pipe(Effect.provide(ServeWithPortal)))
+
+  it.live("a bearer opens nothing under /portal; the cookie opens no tool", () =>
+    Effect.gen(function*() {
+      const { base, cookie } = yield* login
+      const { bearer } = yield* connect("agent")
+      assert.strictEqual((yield* get(`${base}/portal`, { authorization: `Bearer ${bearer}` })).status, 401)
+      assert.strictEqual((yield* get(`${base}/portal/events`, { authorization: `Bearer ${bearer}`, cookie: `sophia_portal=${cookie}` })).status, 401)
+      const rest = yield* Effect.promise(() =>
+        fetch(`${base}/api/tools/sophia.orient`, { method: "POST", headers: { cookie: `sophia_portal=${cookie}` }, body: "{}" })
+      )
+      assert.strictEqual(rest.status, 401)
+    }).pipe(Effect.provide(ServeWithPortal)))
+
+  it.live("the live stream sends a committed post as an SSE event", () =>
+    Effect.gen(function*() {
+      const { base, cookie } = yield* login
+      const { caller } = yield* connect("poster")
+      const received = yield* Effect.promise(async () => {
+        const controller = new AbortController()
+        const r = await fetch(`${base}/portal/events`, { headers: { cookie: `sophia_portal=${cookie}` }, signal: controller.signal })
+        const reader = r.body!.getReader()
+        let text = ""
+        const decoder = new TextDecoder()
+        return { controller, reader, read: async (until: RegExp) => {
+          while (!until.test(text)) text += decoder.decode((await reader.read()).value)
+          return text
+        } }
+      })
+      yield* Effect.promise(() => received.read(/event: ready/))
+      const out = yield* (yield* Dispatcher).call(caller, "sophia.coordination_post", { channel: "general", kind: "status", body: "hello" })
+      assert.isTrue(out.ok)
+      const text = yield* Effect.promise(() => received.read(/event: posts\ndata: [^\n]*"channel":"general"/))
+      assert.include(text, `"author":"${caller.connectionId}"`)
+      received.controller.abort()
+    }).pipe(Effect.provide(ServeWithPortal)))
+})
