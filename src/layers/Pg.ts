@@ -12,6 +12,7 @@
  */
 import * as PgClient from "@effect/sql-pg/PgClient"
 import type * as Client from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
 import { Duration, Effect, Layer, Redacted } from "effect"
 import { randomUUID } from "node:crypto"
 import Pg from "pg"
@@ -33,8 +34,13 @@ export interface PgStoreConfig {
   readonly maxConnections?: number
 }
 
-/** The bare Postgres `SqlClient` (and `PgClient`, for LISTEN/NOTIFY), no migrations. */
-export const pgClient = (config: PgStoreConfig): Layer.Layer<PgClient.PgClient | Client.SqlClient, import("@effect/sql/SqlError").SqlError> =>
+/**
+ * The bare Postgres `SqlClient`, no migrations. The layer also provides `PgClient` (CrossDaemon.ts finds it
+ * with `Effect.serviceOption` for LISTEN/NOTIFY); its type says only `SqlClient` so that the published
+ * declarations never name `@effect/sql-pg` (whose own declarations need `@types/pg` and `@types/node` in
+ * an embedder's type-check).
+ */
+export const pgClient = (config: PgStoreConfig): Layer.Layer<Client.SqlClient, SqlError> =>
   PgClient.layer({
     url: typeof config.url === "string" ? Redacted.make(config.url) : config.url,
     types,
@@ -45,7 +51,7 @@ export const pgClient = (config: PgStoreConfig): Layer.Layer<PgClient.PgClient |
   })
 
 /** The store every service runs on, over Postgres: the pool with every migration applied (once). */
-export const PgLive = (url: Redacted.Redacted | string, options: { readonly maxConnections?: number } = {}) =>
+export const PgLive = (url: Redacted.Redacted | string, options: { readonly maxConnections?: number } = {}): Layer.Layer<Client.SqlClient> =>
   Layer.effectDiscard(runMigrationsOnce).pipe(
     Layer.provideMerge(pgClient({ url, ...options })),
     Layer.orDie
@@ -73,7 +79,7 @@ export const withSearchPath = (url: string, schema: string): string => {
  * (migrations applied); the schema is dropped when the layer's scope closes. What the dual-dialect
  * test suite builds for every test that asks for a store.
  */
-export const PgFreshSchema = (url: string): Layer.Layer<PgClient.PgClient | Client.SqlClient> =>
+export const PgFreshSchema = (url: string): Layer.Layer<Client.SqlClient> =>
   Layer.unwrapScoped(Effect.gen(function*() {
     const schema = `t_${randomUUID().replaceAll("-", "")}`
     const admin = () => new Pg.Client({ connectionString: url, connectionTimeoutMillis: 5000 })

@@ -94,20 +94,23 @@ const runClient = async (
 
 /** Every post of a channel, in channel_seq order, through the inbox's history view. */
 const channelPosts = async (baseUrl: string, bearer: string, channel: string) => {
+  // the conversation view returns the newest `limit` posts; `before_seq` pages back to the first
   const posts: Array<{ post_id: string; channel_seq: number }> = []
-  let cursor: string | undefined
+  let before: number | undefined
   for (;;) {
     const r = await restCall(baseUrl, bearer, "sophia.coordination_inbox", {
       channel,
       unread_only: false,
       peek: true,
       limit: 200,
-      ...(cursor ? { cursor } : {})
+      ...(before !== undefined ? { before_seq: before } : {})
     })
     assert.strictEqual(r.status, 200, JSON.stringify(r.body))
-    posts.push(...r.body.posts.map((p: any) => ({ post_id: p.post_id, channel_seq: p.channel_seq })))
-    if (r.body.posts.length === 0 || !r.body.cursor) return posts
-    cursor = r.body.cursor
+    const page: Array<{ post_id: string; channel_seq: number }> = r.body.posts.map((p: any) => ({ post_id: p.post_id, channel_seq: p.channel_seq }))
+    if (page.length === 0) return posts.sort((a, b) => a.channel_seq - b.channel_seq)
+    posts.push(...page)
+    before = Math.min(...page.map((p) => p.channel_seq))
+    if (before <= 1) return posts.sort((a, b) => a.channel_seq - b.channel_seq)
   }
 }
 
