@@ -193,8 +193,9 @@ export const SophiaOn = (store: StoreChoice) => makeCore(storeLayer(store))
  */
 export const ServeLive = (options: { readonly store: StoreChoice } & Http.HttpConfig) =>
   Layer.mergeAll(Http.layer(options), SweepLive, SandboxWarmUp, CrossDaemonEvents).pipe(
-    // the owner's portal under /portal (Http.ts hands it those paths)
-    Layer.provideMerge(PortalRoutesLive),
+    // the owner's portal under /portal (Http.ts hands it those paths); provided, not exported, so the
+    // published type of ServeLive names no Node HTTP types (an embedder's type-check needs no @types/node)
+    Layer.provide(PortalRoutesLive),
     Layer.provideMerge(SophiaOn(options.store).pipe(Layer.provide(RequestLogOn)))
   )
 
