@@ -247,7 +247,7 @@ export const describeStore = (choice: StoreChoice): string => {
   }
 }
 
-/** The store could not be opened (not a database, unreadable path, no Postgres in this build…): one line. */
+/** The store could not be opened (not a database, an unreadable path, an unreachable Postgres…): one line. */
 export class StoreUnavailable extends Schema.TaggedError<StoreUnavailable>()("StoreUnavailable", {
   message: Schema.String
 }) {}
