@@ -1,37 +1,51 @@
 /**
- * The fleet under load over real HTTP (issue "Speed"). Two servers run side by side as child processes:
- * Sophia's daemon (`bench/support/sophia-server.ts`) and a bare server on the same MCP SDK and Streamable
- * HTTP transport whose only tool does nothing (`bench/support/bare-server.ts`, the transport's limit).
+ * The fleet under load over real HTTP (issue 16, "Speed"). Two servers run side by side as child processes,
+ * both plain `node` on compiled JavaScript:
+ *  - Sophia's daemon as people run it: `node bin/sophia.js serve` on dist/ (`bench/support/daemon.ts`),
+ *    over a fresh SQLite file with 50 full connections, its per-call log lines going to a file;
+ *  - a bare server on the same MCP SDK and Streamable HTTP transport whose only tool does nothing
+ *    (`bench/support/bare-server.mjs`: the transport's own limit).
  * Clients are real SDK clients in this process, one session each. Phases alternate bare / Sophia so
- * machine noise hits both.
+ * machine noise hits both alike.
  *
  *  1. one agent, sequential: `coordination_post` round trip vs the bare no-op round trip (target ≤ 1.5×);
  *  2. 50 agents, closed loop, mixed (50% inbox, 25% post, 15% ledger append with CAS, 10% orient):
  *     calls/s vs bare calls/s (target ≥ 0.7×) and p99 vs bare p99 (target ≤ 1.5×).
+ * Beside each phase: the server's own CPU time per call (user + system, from /proc), which moves much less
+ * with the machine's load than wall-clock figures do, and per-tool latencies of the mixed phase.
  *
- * `LOAD_SECONDS` (default 10) sets each phase's length.
+ * `LOAD_SECONDS` (default 10) sets each measured phase's length (two phases per side).
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { type ChildProcess, spawn } from "node:child_process"
+import { setMaxListeners } from "node:events"
+import * as fs from "node:fs"
+import * as os from "node:os"
 import * as path from "node:path"
 import * as readline from "node:readline"
+import { ensureBuilt, startDaemon } from "./support/daemon.js"
+
+// the SDK client's fetches all hang listeners on one session signal; thousands of calls are expected here
+setMaxListeners(0)
 
 const AGENTS = 50
 const SECONDS = Number(process.env.LOAD_SECONDS ?? 10)
-const SEQUENTIAL = 300
+const SEQUENTIAL = 500
 const here = path.dirname(new URL(import.meta.url).pathname)
 
-const start = (script: string) =>
-  new Promise<{ child: ChildProcess; info: any }>((resolve, reject) => {
-    const child = spawn(process.execPath, ["--no-node-snapshot", "--import", "tsx", path.join(here, "support", script)], {
-      stdio: ["ignore", "pipe", "inherit"],
-      env: { ...process.env, AGENTS: String(AGENTS), SOPHIA_SWEEP_INTERVAL_MS: "5000" }
-    })
-    const lines = readline.createInterface({ input: child.stdout! })
-    lines.once("line", (line) => resolve({ child, info: JSON.parse(line) }))
-    child.once("exit", (code) => reject(new Error(`${script} exited with ${code}`)))
+const startBare = () =>
+  new Promise<{ child: ChildProcess; url: string }>((resolve, reject) => {
+    const child = spawn(process.execPath, [path.join(here, "support", "bare-server.mjs")], { stdio: ["ignore", "pipe", "inherit"] })
+    readline.createInterface({ input: child.stdout! }).once("line", (line) => resolve({ child, url: JSON.parse(line).url }))
+    child.once("exit", (code) => reject(new Error(`bare-server exited with ${code}`)))
   })
+
+/** CPU time (user + system, ms) a process has used so far. */
+const cpuMs = (pid: number) => {
+  const fields = fs.readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ")
+  return (Number(fields[11]) + Number(fields[12])) * (1000 / 100) // clock ticks of 10 ms
+}
 
 const connect = async (url: string, bearer?: string) => {
   const client = new Client({ name: "load", version: "1.0.0" })
@@ -42,15 +56,20 @@ const connect = async (url: string, bearer?: string) => {
   return client
 }
 
-const percentile = (xs: Array<number>, p: number) => {
+const percentile = (xs: ReadonlyArray<number>, p: number) => {
   const sorted = [...xs].sort((a, b) => a - b)
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]
 }
 
 type Op = (client: Client, agent: number) => Promise<void>
 
+const perTool = new Map<string, Array<number>>()
+let recordPerTool = false
+
 const call = async (client: Client, name: string, args: Record<string, unknown>) => {
+  const started = performance.now()
   const result = await client.callTool({ name, arguments: args })
+  if (recordPerTool) perTool.set(name, [...(perTool.get(name) ?? []), performance.now() - started])
   if (result.isError) throw new Error(`${name}: ${JSON.stringify(result.content)}`)
   return JSON.parse((result.content as Array<{ text: string }>)[0].text)
 }
@@ -83,9 +102,17 @@ const bareOp: Op = async (client) => {
   await client.callTool({ name: "noop", arguments: {} })
 }
 
-const closedLoop = async (clients: Array<Client>, op: Op, seconds: number) => {
+interface Phase {
+  readonly calls: number
+  readonly seconds: number
+  readonly latencies: Array<number>
+  readonly serverCpuMs: number
+}
+
+const closedLoop = async (clients: Array<Client>, op: Op, seconds: number, pid: number): Promise<Phase> => {
   const latencies: Array<number> = []
   const deadline = performance.now() + seconds * 1000
+  const cpu0 = cpuMs(pid)
   const t0 = performance.now()
   await Promise.all(clients.map(async (client, agent) => {
     while (performance.now() < deadline) {
@@ -94,79 +121,88 @@ const closedLoop = async (clients: Array<Client>, op: Op, seconds: number) => {
       latencies.push(performance.now() - s)
     }
   }))
-  const elapsed = (performance.now() - t0) / 1000
-  return { rate: latencies.length / elapsed, p50: percentile(latencies, 50), p99: percentile(latencies, 99) }
+  return { calls: latencies.length, seconds: (performance.now() - t0) / 1000, latencies, serverCpuMs: cpuMs(pid) - cpu0 }
 }
 
-const sequential = async (client: Client, op: () => Promise<void>) => {
-  for (let i = 0; i < 30; i++) await op() // warm-up
+const merge = (a: Phase, b: Phase) => {
+  const latencies = [...a.latencies, ...b.latencies]
+  const calls = a.calls + b.calls
+  return {
+    rate: calls / (a.seconds + b.seconds),
+    p50: percentile(latencies, 50),
+    p99: percentile(latencies, 99),
+    cpuPerCall: (a.serverCpuMs + b.serverCpuMs) / calls
+  }
+}
+
+const sequential = async (op: () => Promise<void>, pid: number) => {
+  for (let i = 0; i < 50; i++) await op() // warm-up
   const xs: Array<number> = []
+  const cpu0 = cpuMs(pid)
   for (let i = 0; i < SEQUENTIAL; i++) {
     const s = performance.now()
     await op()
     xs.push(performance.now() - s)
   }
-  return percentile(xs, 50)
+  return { p50: percentile(xs, 50), cpuPerCall: (cpuMs(pid) - cpu0) / SEQUENTIAL }
 }
 
 const main = async () => {
-  const [sophia, bare] = await Promise.all([start("sophia-server.ts"), start("bare-server.ts")])
+  ensureBuilt()
+  const [sophia, bare] = await Promise.all([startDaemon(AGENTS), startBare()])
+  const sophiaPid = sophia.child.pid!
+  const barePid = bare.child.pid!
   try {
-    const sophiaClients = await Promise.all((sophia.info.bearers as Array<string>).map((b) => connect(sophia.info.url, b)))
-    const bareClients = await Promise.all(Array.from({ length: AGENTS }, () => connect(bare.info.url)))
+    const sophiaClients = await Promise.all(sophia.bearers.map((b) => connect(sophia.url, b)))
+    const bareClients = await Promise.all(Array.from({ length: AGENTS }, () => connect(bare.url)))
 
-    // 1. one agent, sequential round trips (bare first, then Sophia, then bare again: the mean of the two)
-    const bare1 = await sequential(bareClients[0], () => bareOp(bareClients[0], 0))
-    const post = await sequential(sophiaClients[0], async () => {
+    // 1. one agent, sequential round trips: bare, Sophia, bare, Sophia (each side's two runs averaged)
+    const postOnce = async () => {
       await call(sophiaClients[0], "sophia_coordination_post", { channel: "seq", kind: "status", body: "hello" })
-    })
-    const bare2 = await sequential(bareClients[0], () => bareOp(bareClients[0], 0))
-    const bareSeq = (bare1 + bare2) / 2
+    }
+    const b1 = await sequential(() => bareOp(bareClients[0], 0), barePid)
+    const s1 = await sequential(postOnce, sophiaPid)
+    const b2 = await sequential(() => bareOp(bareClients[0], 0), barePid)
+    const s2 = await sequential(postOnce, sophiaPid)
+    const bareSeq = (b1.p50 + b2.p50) / 2
+    const postSeq = (s1.p50 + s2.p50) / 2
 
-    // 2. 50 agents, closed loop, alternating phases
+    // 2. 50 agents, closed loop, alternating phases after a warm-up of each (creates the work items)
     const mix = sophiaMix()
-    await closedLoop(sophiaClients, mix, 2) // warm-up (creates the work items)
-    await closedLoop(bareClients, bareOp, 2)
-    const b1 = await closedLoop(bareClients, bareOp, SECONDS / 2)
-    const s1 = await closedLoop(sophiaClients, mix, SECONDS / 2)
-    const b2 = await closedLoop(bareClients, bareOp, SECONDS / 2)
-    const s2 = await closedLoop(sophiaClients, mix, SECONDS / 2)
-    const bareRate = (b1.rate + b2.rate) / 2
-    const sophiaRate = (s1.rate + s2.rate) / 2
-    const bareP99 = (b1.p99 + b2.p99) / 2
-    const sophiaP99 = (s1.p99 + s2.p99) / 2
+    await closedLoop(sophiaClients, mix, 2, sophiaPid)
+    await closedLoop(bareClients, bareOp, 2, barePid)
+    const bp1 = await closedLoop(bareClients, bareOp, SECONDS / 2, barePid)
+    recordPerTool = true
+    const sp1 = await closedLoop(sophiaClients, mix, SECONDS / 2, sophiaPid)
+    recordPerTool = false
+    const bp2 = await closedLoop(bareClients, bareOp, SECONDS / 2, barePid)
+    recordPerTool = true
+    const sp2 = await closedLoop(sophiaClients, mix, SECONDS / 2, sophiaPid)
+    recordPerTool = false
+    const bareLoad = merge(bp1, bp2)
+    const sophiaLoad = merge(sp1, sp2)
 
+    const ms = (x: number) => `${x.toFixed(x < 10 ? 2 : 1)} ms`
     const rows = [
       ["measure", "Sophia", "bare SDK server", "ratio", "target"],
       ["---", "---", "---", "---", "---"],
-      [
-        "one agent, sequential: coordination_post vs no-op round trip (p50)",
-        `${post.toFixed(2)} ms`,
-        `${bareSeq.toFixed(2)} ms`,
-        `${(post / bareSeq).toFixed(2)}×`,
-        "≤ 1.5×"
-      ],
-      [
-        `${AGENTS} agents, closed loop, mixed: calls/s`,
-        sophiaRate.toFixed(0),
-        bareRate.toFixed(0),
-        `${(sophiaRate / bareRate).toFixed(2)}×`,
-        "≥ 0.7×"
-      ],
-      [
-        `${AGENTS} agents, closed loop, mixed: p99 latency`,
-        `${sophiaP99.toFixed(1)} ms`,
-        `${bareP99.toFixed(1)} ms`,
-        `${(sophiaP99 / bareP99).toFixed(2)}×`,
-        "≤ 1.5×"
-      ]
+      ["one agent, sequential: `coordination_post` vs no-op round trip (p50)", ms(postSeq), ms(bareSeq), `${(postSeq / bareSeq).toFixed(2)}×`, "≤ 1.5×"],
+      ["  ↳ server CPU per call", ms((s1.cpuPerCall + s2.cpuPerCall) / 2), ms((b1.cpuPerCall + b2.cpuPerCall) / 2), "", ""],
+      [`${AGENTS} agents, closed loop, mixed: calls/s`, sophiaLoad.rate.toFixed(0), bareLoad.rate.toFixed(0), `${(sophiaLoad.rate / bareLoad.rate).toFixed(2)}×`, "≥ 0.7×"],
+      [`${AGENTS} agents, closed loop, mixed: p99 latency`, ms(sophiaLoad.p99), ms(bareLoad.p99), `${(sophiaLoad.p99 / bareLoad.p99).toFixed(2)}×`, "≤ 1.5×"],
+      ["  ↳ p50 latency", ms(sophiaLoad.p50), ms(bareLoad.p50), `${(sophiaLoad.p50 / bareLoad.p50).toFixed(2)}×`, ""],
+      ["  ↳ server CPU per call", ms(sophiaLoad.cpuPerCall), ms(bareLoad.cpuPerCall), `${(sophiaLoad.cpuPerCall / bareLoad.cpuPerCall).toFixed(2)}×`, ""]
     ]
-    console.log(`\n## HTTP load (${AGENTS} agents, ${SECONDS} s per side)\n`)
+    console.log(`\n## HTTP load (${AGENTS} agents, ${SECONDS} s per side; ${os.cpus().length} cores, load average ${os.loadavg()[0].toFixed(1)})\n`)
     for (const r of rows) console.log(`| ${r.join(" | ")} |`)
+    console.log(`\nMixed phase, per tool (Sophia): ${
+      [...perTool].map(([name, xs]) => `${name.replace(/^sophia_/, "")} n=${xs.length} p50 ${ms(percentile(xs, 50))} p99 ${ms(percentile(xs, 99))}`).join("; ")
+    }`)
     await Promise.all([...sophiaClients, ...bareClients].map((c) => c.close().catch(() => undefined)))
   } finally {
-    sophia.child.kill("SIGKILL")
+    sophia.child.kill("SIGTERM")
     bare.child.kill("SIGKILL")
+    fs.rmSync(sophia.dir, { recursive: true, force: true })
   }
 }
 

@@ -75,6 +75,28 @@ const abandonedSignal = (extra: Extra): AbortSignal | undefined => {
 }
 
 /**
+ * A signal aborted when either of two is, with its listeners removed once the call is over. Not
+ * `AbortSignal.any`: on Node 20 it tracks every combined signal through weak references and a finalization
+ * registry on its sources, a cost paid on every tool call.
+ */
+const eitherSignal = (a: AbortSignal, b: AbortSignal) => {
+  const controller = new AbortController()
+  const abort = () => controller.abort()
+  if (a.aborted || b.aborted) abort()
+  else {
+    a.addEventListener("abort", abort, { once: true })
+    b.addEventListener("abort", abort, { once: true })
+  }
+  return {
+    signal: controller.signal,
+    release: () => {
+      a.removeEventListener("abort", abort)
+      b.removeEventListener("abort", abort)
+    }
+  }
+}
+
+/**
  * The approval question of a plain write, asked through MCP elicitation on the call's own request stream —
  * only when the client declared the capability. A failed or unanswered elicitation counts as `cancel`.
  */
@@ -116,14 +138,15 @@ export const makeMcpServer = (options: McpServerOptions): Server => {
     // a call ends (its fiber interrupted, a long poll unparked) when the client cancels it, the session
     // closes, or the HTTP request that carries it goes away
     const gone = abandonedSignal(extra)
-    const signal = gone === undefined ? extra.signal : AbortSignal.any([extra.signal, gone])
+    const either = gone === undefined ? undefined : eitherSignal(extra.signal, gone)
+    const signal = either?.signal ?? extra.signal
     const outcome = await options.runPromise(
       options.dispatcher.call(caller, request.params.name, request.params.arguments, { elicit: elicitFor(server, extra) }),
       { signal }
     ).catch((e) => {
       if (signal.aborted) return undefined
       throw e
-    })
+    }).finally(() => either?.release())
     return outcome === undefined ? { isError: true, content: [{ type: "text", text: "{\"error\":{\"code\":\"cancelled\"}}" }] } : toCallToolResult(outcome)
   })
   // ---- the inbox as resources ----

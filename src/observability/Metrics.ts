@@ -4,7 +4,7 @@
  * own them (pending approvals, sandbox children) and from the transport (MCP sessions).
  */
 import { Context, Effect, Layer, Metric, MetricBoundaries, MetricState } from "effect"
-import type { MetricPair } from "effect"
+import type { MetricKeyType, MetricPair } from "effect"
 import { Approvals } from "../services/Approvals.js"
 import { Sandbox } from "../services/Sandbox.js"
 
@@ -28,12 +28,27 @@ export const toolCallSeconds = Metric.histogram(
 export class RequestLog extends Context.Reference<RequestLog>()("sophia/RequestLog", { defaultValue: () => false }) {}
 export const RequestLogOn = Layer.succeed(RequestLog, true)
 
+// The tagged metrics of each (tool, outcome), made once: tagging builds a new metric key (hashed, with
+// its tags in a fresh array) and a registry lookup on every use, which a per-call path should not pay.
+// Bounded: tools and refusal codes are fixed sets (an unknown tool name is recorded as "unknown").
+const callCounters = new Map<string, Metric.Metric.Counter<number>>()
+const callHistograms = new Map<string, Metric.Metric<MetricKeyType.MetricKeyType.Histogram, number, MetricState.MetricState.Histogram>>()
+
+const counterOf = (tool: string, outcome: string) => {
+  const key = `${tool}\u0000${outcome}`
+  let counter = callCounters.get(key)
+  if (counter === undefined) callCounters.set(key, counter = Metric.tagged(Metric.tagged(toolCalls, "tool", tool), "outcome", outcome))
+  return counter
+}
+const histogramOf = (tool: string) => {
+  let histogram = callHistograms.get(tool)
+  if (histogram === undefined) callHistograms.set(tool, histogram = Metric.tagged(toolCallSeconds, "tool", tool))
+  return histogram
+}
+
 /** Record one finished call. */
 export const recordToolCall = (tool: string, outcome: string, seconds: number) =>
-  Effect.zipRight(
-    Metric.increment(Metric.tagged(Metric.tagged(toolCalls, "tool", tool), "outcome", outcome)),
-    Metric.update(Metric.tagged(toolCallSeconds, "tool", tool), seconds)
-  )
+  Effect.zipRight(Metric.increment(counterOf(tool, outcome)), Metric.update(histogramOf(tool), seconds))
 
 const escapeLabel = (v: string) => v.replace(/\\/g, "\\\\").replace(/\n/g, "\\n").replace(/"/g, "\\\"")
 const labels = (tags: ReadonlyArray<readonly [string, string]>) =>

@@ -7,9 +7,9 @@ import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/
 import { CallToolRequestSchema, isInitializeRequest, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js"
 import { randomUUID } from "node:crypto"
 import * as http from "node:http"
-import type { AddressInfo } from "node:net"
 
-const sessions = new Map<string, StreamableHTTPServerTransport>()
+/** @type {Map<string, StreamableHTTPServerTransport>} */
+const sessions = new Map()
 
 const makeServer = () => {
   const server = new Server({ name: "bare", version: "0.0.0" }, { capabilities: { tools: {} } })
@@ -23,10 +23,11 @@ const makeServer = () => {
   return server
 }
 
-const readBody = (req: http.IncomingMessage) =>
-  new Promise<unknown>((resolve, reject) => {
-    const chunks: Array<Buffer> = []
-    req.on("data", (c: Buffer) => chunks.push(c))
+/** @param {http.IncomingMessage} req */
+const readBody = (req) =>
+  new Promise((resolve, reject) => {
+    const chunks = []
+    req.on("data", (c) => chunks.push(c))
     req.on("end", () => {
       const text = Buffer.concat(chunks).toString("utf8")
       try {
@@ -44,7 +45,7 @@ const httpServer = http.createServer(async (req, res) => {
     const id = req.headers["mcp-session-id"]
     let transport = typeof id === "string" ? sessions.get(id) : undefined
     if (!transport && req.method === "POST" && isInitializeRequest(body)) {
-      const created: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
+      const created = new StreamableHTTPServerTransport({
         sessionIdGenerator: () => randomUUID(),
         onsessioninitialized: (sid) => void sessions.set(sid, created)
       })
@@ -65,6 +66,6 @@ const httpServer = http.createServer(async (req, res) => {
 })
 httpServer.keepAliveTimeout = 60_000
 httpServer.listen(0, "127.0.0.1", () => {
-  const { port } = httpServer.address() as AddressInfo
+  const { port } = /** @type {import("node:net").AddressInfo} */ (httpServer.address())
   process.stdout.write(JSON.stringify({ url: `http://127.0.0.1:${port}/mcp` }) + "\n")
 })
