@@ -132,6 +132,17 @@ const abandonedBy = (res: http.ServerResponse): AbortSignal => {
   return controller.signal
 }
 
+/**
+ * The reply to a POST is a short SSE stream (usually one event, then the end). The SDK's Node adapter
+ * flushes the headers on their own as soon as the reply is not ready within a tick, which a tool call
+ * never is: one more loopback write (and one more wake-up of the client) per call. Here the headers wait
+ * for the first event; Node corks a response's first write until the next tick, so headers, event and
+ * end leave in one write. The standalone GET stream keeps its early headers (the client waits for them).
+ */
+const sendHeadersWithFirstEvent = (res: http.ServerResponse) => {
+  res.flushHeaders = () => {}
+}
+
 /** Nothing that matters lives in a session, so an idle one is simply closed (the client re-initializes). */
 const SESSION_IDLE_MS = 30 * 60_000
 /** Per connection; opening one more closes its least recently used session. */
@@ -238,6 +249,7 @@ export const layer = (config: HttpConfig): Layer.Layer<HttpServer, ListenError, 
             )
           }
         }
+        if (req.method === "POST") sendHeadersWithFirstEvent(res)
         const bearer = bearerOf(req)!
         const auth: AuthInfo = {
           token: bearer,
