@@ -46,6 +46,7 @@ export class Dispatcher extends Effect.Service<Dispatcher>()("sophia/Dispatcher"
     const registry = yield* ToolRegistry
     const envelope = yield* Envelope
     const logCalls = yield* RequestLog
+    // each tool's decoder and encoder, made once (not per call)
     const decoders = new Map<Tool, (u: unknown) => Effect.Effect<unknown, ParseResult.ParseError>>()
     const decoderOf = (tool: Tool) => {
       let d = decoders.get(tool)
@@ -53,6 +54,12 @@ export class Dispatcher extends Effect.Service<Dispatcher>()("sophia/Dispatcher"
         decoders.set(tool, d = Schema.decodeUnknown(effectiveInput(tool), { errors: "all", onExcessProperty: "ignore" }))
       }
       return d
+    }
+    const encoders = new Map<Tool, (a: unknown) => Effect.Effect<unknown, ParseResult.ParseError>>()
+    const encoderOf = (tool: Tool) => {
+      let e = encoders.get(tool)
+      if (!e) encoders.set(tool, e = Schema.encode(tool.output as Schema.Schema<unknown, unknown>))
+      return e
     }
 
     const toolNames = registry.tools.map((t) => t.name)
@@ -90,7 +97,7 @@ export class Dispatcher extends Effect.Service<Dispatcher>()("sophia/Dispatcher"
             toolNames,
             registry
           })
-          const body = (yield* Effect.orDie(Schema.encode(tool.output)(result))) as Record<string, unknown>
+          const body = (yield* Effect.orDie(encoderOf(tool)(result))) as Record<string, unknown>
           if (projection && selection?.keep && Array.isArray(body[projection.key])) {
             return { ...body, [projection.key]: projectRows(body[projection.key] as Array<Record<string, unknown>>, selection.keep, selection.preview) }
           }
