@@ -374,12 +374,14 @@ export const make = (options: SandboxPoolOptions): Effect.Effect<SandboxService,
         const inbox = yield* Queue.unbounded<FromChild>()
         child.sink = (m) => Queue.unsafeOffer(inbox, m)
         if (child.dead) child.sink({ t: "exit", code: null, signal: "before the run" })
-        // Answers leave in batches: each is queued as it comes, and the queue goes out in one message once
-        // the daemon has nothing more to do right now (setImmediate: after the ready fibers have run, so the
-        // answers of calls that finish together travel together; one alone goes out at once). Nothing is
-        // sent once the run is over (this finalizer runs after the in-flight calls below are interrupted).
+        // Answers leave in batches: each is queued as it comes; the queue goes out in one message at once
+        // when no other call of the run is in flight, else once the daemon has nothing more to do right now
+        // (setImmediate: after the ready fibers have run, so the answers of calls that finish together travel
+        // together, and one that takes long holds back no other). Nothing is sent once the run is over (this
+        // finalizer runs after the in-flight calls below are interrupted).
         let outgoing: Array<string> = []
         let flushing: ReturnType<typeof setImmediate> | undefined
+        let inFlight = 0
         let over = false
         const flush = () => {
           flushing = undefined
@@ -403,9 +405,15 @@ export const make = (options: SandboxPoolOptions): Effect.Effect<SandboxService,
         const handleCall = (m: HostCall) => {
           const reply = (ok: boolean, body: unknown) =>
             Effect.sync(() => {
+              inFlight--
               if (over) return
               outgoing.push(`[${m.call},${ok ? 1 : 0},${JSON.stringify(body)}]`)
-              flushing ??= setImmediate(flush)
+              if (inFlight === 0) {
+                if (flushing !== undefined) clearImmediate(flushing)
+                flush()
+              } else {
+                flushing ??= setImmediate(flush)
+              }
             })
           const refuse = (tool: string, error: { code: string; message: string } & Record<string, unknown>) => {
             const { code, message, ...details } = error
@@ -458,7 +466,11 @@ export const make = (options: SandboxPoolOptions): Effect.Effect<SandboxService,
             const m = yield* Queue.take(inbox)
             if (m.t === "exit") return yield* Effect.fail(crashed(child, m, calls))
             if (m.t === "calls" && m.run === run) {
-              for (const c of callsOf(m.batch)) {
+              const batch = callsOf(m.batch)
+              // the whole batch is in flight before any of its calls can answer (one answering at once
+              // does not flush alone while the others are still to start)
+              inFlight += batch.length
+              for (const c of batch) {
                 calls++
                 // enforced here, on the host side, call by call: the 51st call stops the run (even mid-batch;
                 // the calls before it in the batch were started, in order, as if they had come one by one)
