@@ -174,6 +174,9 @@ const prepare = async () => {
     if (prep.run === undefined || prep.aborted) return
     if (typeof batch !== "string") return
     send({ t: "calls", run: prep.run, batch })
+    // the run now waits for the daemon: a good moment to build the next run's isolate (not while the
+    // snippet is starting: building one holds this thread ~1–2 ms, which would delay the snippet's start)
+    if (spare === undefined) setImmediate(prepareSpare)
   }, { ignored: true })
   const log = new ivm.Callback((/** @type {unknown} */ line) => {
     if (typeof line === "string" && prep.logs.length <= MAX_LOG_LINES) prep.logs.push(line.slice(0, MAX_LOG_LINE_CHARS + 1))
@@ -218,11 +221,11 @@ const run = async (msg) => {
   accepting = ticket
   const prep = await pending.finally(() => {
     if (accepting === ticket) accepting = undefined
-    setImmediate(prepareSpare)
   })
   if (ticket.aborted) {
     // aborted (and confirmed) before it started: it never runs
     dispose(prep)
+    setImmediate(prepareSpare)
     return
   }
   prep.run = msg.run
@@ -246,7 +249,8 @@ const run = async (msg) => {
   } finally {
     if (current === prep) current = undefined
     dispose(prep)
-    // the next run's isolate, prepared while the daemon is busy with this run's reply
+    // the next run's isolate (if no host call made room for it earlier), prepared while the daemon is busy
+    // with this run's reply
     setImmediate(prepareSpare)
   }
 }
