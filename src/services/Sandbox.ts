@@ -91,10 +91,10 @@ interface HostCall {
 }
 
 /**
- * The calls of one batch, in order. The text comes from the isolate (untrusted): anything but an array of
- * `[number, string, string]` entries is dropped, entry by entry.
+ * The calls of one batch, in order, at most `limit` of them. The text comes from the isolate (untrusted):
+ * anything but an array of `[number, string, string]` entries is dropped, entry by entry.
  */
-const callsOf = (batch: string): Array<HostCall> => {
+const callsOf = (batch: string, limit: number): Array<HostCall> => {
   let entries: unknown
   try {
     entries = JSON.parse(batch)
@@ -104,6 +104,7 @@ const callsOf = (batch: string): Array<HostCall> => {
   if (!Array.isArray(entries)) return []
   const out: Array<HostCall> = []
   for (const e of entries) {
+    if (out.length >= limit) break
     if (!Array.isArray(e) || typeof e[0] !== "number" || typeof e[1] !== "string" || typeof e[2] !== "string") continue
     out.push({ call: e[0], method: e[1].slice(0, MAX_METHOD_CHARS), args: e[2] })
   }
@@ -466,7 +467,8 @@ export const make = (options: SandboxPoolOptions): Effect.Effect<SandboxService,
             const m = yield* Queue.take(inbox)
             if (m.t === "exit") return yield* Effect.fail(crashed(child, m, calls))
             if (m.t === "calls" && m.run === run) {
-              const batch = callsOf(m.batch)
+              // (one past the cap at most: that one stops the run)
+              const batch = callsOf(m.batch, SANDBOX_CALL_CAP + 1 - calls)
               // the whole batch is in flight before any of its calls can answer (one answering at once
               // does not flush alone while the others are still to start)
               inFlight += batch.length
