@@ -6,7 +6,10 @@
  *    this same process (the raw baseline; target ≤ 3×);
  * 2. one execute_code making 50 composed reads vs the same 50 reads as separate MCP calls over HTTP
  *    (real SDK client, real Streamable HTTP transport);
- * 3. cold start of the pool (spawn → warm children ready) and the first run on a cold pool.
+ * 3. cold start of the pool (spawn → warm children ready) and the first run on a cold pool;
+ * 4. where one inner call's time goes (in process, same app): the bridge alone (isolate ⇄ child ⇄ pool with
+ *    a host that answers at once), the Dispatcher alone (`Dispatcher.call` of the same read, no sandbox),
+ *    and the two together (the snippet's reads through the Dispatcher), each per call.
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
@@ -14,9 +17,11 @@ import { Effect, Layer, ManagedRuntime } from "effect"
 import ivm from "isolated-vm"
 import { SophiaTest } from "../src/layers/App.js"
 import * as Http from "../src/mcp/Http.js"
+import { Dispatcher } from "../src/mcp/Dispatch.js"
+import { camelMapping } from "../src/mcp/SdkTypes.js"
 import { Auth } from "../src/services/Auth.js"
 import type { SandboxHost } from "../src/services/Sandbox.js"
-import { make as makePool } from "../src/services/Sandbox.js"
+import { make as makePool, Sandbox } from "../src/services/Sandbox.js"
 
 const now = () => performance.now()
 const median = (xs: Array<number>) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
@@ -86,7 +91,8 @@ const rows: Array<[string, string, string, string]> = []
 
 // --- 2: 50 composed reads vs 50 MCP calls over HTTP ---------------------------------------------------
 {
-  const REPEAT = 5
+  // the machines are shared: enough repeats that one descheduled run does not move the median
+  const REPEAT = 11
   const app = Http.layer({ host: "127.0.0.1", port: 0, naming: "underscore" }).pipe(Layer.provideMerge(SophiaTest))
   const runtime = ManagedRuntime.make(app)
   const { mcpUrl, bearer } = await runtime.runPromise(Effect.gen(function*() {
@@ -123,6 +129,38 @@ const rows: Array<[string, string, string, string]> = []
     separate.push(now() - s)
   }
   await client.close()
+
+  // 4: per inner call, in this process: the bridge, the Dispatcher, both
+  const breakdown = await runtime.runPromise(Effect.gen(function*() {
+    const sandbox = yield* Sandbox
+    const dispatcher = yield* Dispatcher
+    const caller = yield* (yield* Auth).authenticate(bearer)
+    const methods = camelMapping(dispatcher.registry.tools.map((t) => t.name))
+    const echo: SandboxHost = { invoke: () => Effect.succeed({ ok: true, body: { goal: "read" } }), methods }
+    const real: SandboxHost = { invoke: (name, args) => dispatcher.call(caller, name, args, { viaSandbox: true }), methods }
+    const sequential = `for (let i = 0; i < 50; i++) await sophia.orient({ goal: "read " + i }); return 50`
+    const dispatchAll = Effect.forEach(
+      Array.from({ length: 50 }, (_, i) => i),
+      (i) => dispatcher.call(caller, "sophia.orient", { goal: `read ${i}` }, { viaSandbox: true }),
+      { concurrency: "unbounded", discard: true }
+    )
+    const cases: Array<Effect.Effect<unknown, unknown>> = [
+      sandbox.run({ code: "return 1" }, echo),
+      sandbox.run({ code: composed }, echo),
+      sandbox.run({ code: sequential }, echo),
+      dispatchAll,
+      sandbox.run({ code: composed }, real)
+    ]
+    const times = cases.map(() => [] as Array<number>)
+    for (let r = 0; r < 3 + 3 * REPEAT; r++) {
+      for (let c = 0; c < cases.length; c++) {
+        const s = now()
+        yield* cases[c]
+        if (r >= 3) times[c].push(now() - s)
+      }
+    }
+    return times.map(median)
+  }))
   await runtime.dispose()
   rows.push([
     "50 reads: one execute_code (Promise.all) vs 50 MCP calls",
@@ -135,6 +173,21 @@ const rows: Array<[string, string, string, string]> = []
     ms(median(sequentialRun)),
     `50 separate MCP calls over HTTP: ${ms(median(separate))}`,
     `${(median(separate) / median(sequentialRun)).toFixed(1)}× fewer ms`
+  ])
+  const [bare, echoAll, echoSeq, dispatchOnly, composedReal] = breakdown
+  const perCall = (x: number) => `${((x / 50) * 1000).toFixed(0)} µs`
+  rows.push([
+    "per inner call: the bridge alone (isolate ⇄ child ⇄ pool, a host answering at once), Promise.all / one by one",
+    `${perCall(echoAll - bare)} / ${perCall(echoSeq - bare)}`,
+    `a run making no call: ${ms(bare)}`,
+    ""
+  ])
+  rows.push(["per inner call: the Dispatcher alone (`Dispatcher.call` of orient, in process, 50 at once)", perCall(dispatchOnly), "—", ""])
+  rows.push([
+    "per inner call: composed in the sandbox through the Dispatcher (Promise.all)",
+    perCall(composedReal - bare),
+    `bridge + Dispatcher measured apart: ${perCall(echoAll - bare + dispatchOnly)}`,
+    ""
   ])
 }
 

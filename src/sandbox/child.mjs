@@ -8,17 +8,19 @@
  * Reference, ExternalCopy or module; the daemon's Reference to the isolate's `settle` function stays on
  * this side.
  *
- * IPC, daemon → child: run {run, js, methods, timeoutMs}, result {run, call, ok, body}, abort {run}, ping {n}
- * child → daemon: ready, accepted {run}, call {run, call, method, args}, done {run, ok, out | error},
+ * IPC, daemon → child: run {run, js, methods, timeoutMs}, results {run, batch}, abort {run}, ping {n}
+ * child → daemon: ready, accepted {run}, calls {run, batch}, done {run, ok, out | error},
  * aborted {run, logs}, pong {n}. `accepted` is sent once the run's isolate is ready, just before the
  * snippet starts: the daemon starts the run's deadline then (the isolate's own timeout starts here too).
+ * Host calls travel in batches, one crossing and one message each way per batch: `calls.batch` is the
+ * JSON text `[[id, method, argsJson], …]` of the calls the snippet made in one microtask turn, in call
+ * order; `results.batch` is `[[id, 1 | 0, body], …]`, the answers the daemon had ready together.
  */
 import ivm from "isolated-vm"
 
 const HEAP_MB = Number(process.argv[2] ?? "8")
 const MAX_LOG_LINES = Number(process.argv[3] ?? "100")
 const MAX_LOG_LINE_CHARS = Number(process.argv[4] ?? "1000")
-const MAX_METHOD_CHARS = 200
 
 /** Runs inside every isolate before agent code; its value is `settle`, which only the child holds. */
 const BOOTSTRAP = String.raw`(function (call, log, MAX_LINES, MAX_CHARS) {
@@ -51,6 +53,17 @@ const BOOTSTRAP = String.raw`(function (call, log, MAX_LINES, MAX_CHARS) {
   };
   const consoleObject = Object.freeze({ log: write(""), info: write(""), debug: write(""), warn: write("warn: "), error: write("error: ") });
 
+  // The calls of one microtask turn leave together: the first queues a flush behind the turn's other
+  // jobs, each call appends "[id,method,args]" (strings only: no prototype of the snippet's can change
+  // the batch), and the flush hands the whole batch to the child in one crossing.
+  let outbox = "", flushQueued = false;
+  const settled = apply(resolveP, PromiseCtor, [undefined]);
+  const flush = () => {
+    flushQueued = false;
+    const batch = outbox;
+    outbox = "";
+    if (batch !== "") call("[" + batch + "]");
+  };
   const invoke = (method, args) => new PromiseCtor((resolve, reject) => {
     let json;
     try { json = args === undefined ? "{}" : stringify(args) } catch (e) {
@@ -62,7 +75,11 @@ const BOOTSTRAP = String.raw`(function (call, log, MAX_LINES, MAX_CHARS) {
     // created here so its stack points at the agent's call site
     const site = new ErrorCtor("sophia." + method);
     apply(mapSet, pending, [id, { resolve, reject, method, site }]);
-    call(id, method, json);
+    outbox = (outbox === "" ? "" : outbox + ",") + "[" + id + "," + stringify(String(method)) + "," + stringify(json) + "]";
+    if (!flushQueued) {
+      flushQueued = true;
+      apply(thenP, settled, [flush]);
+    }
   });
   const methodOf = (key) => (args) => invoke(key, args);
   const sophia = new Proxy(Object.create(null), {
@@ -108,12 +125,10 @@ const BOOTSTRAP = String.raw`(function (call, log, MAX_LINES, MAX_CHARS) {
     }
   });
 
-  return (id, ok, body) => {
+  const settleOne = (id, ok, value) => {
     const p = apply(mapGet, pending, [id]);
     if (p === undefined) return;
     apply(mapDelete, pending, [id]);
-    let value = null;
-    try { value = parse(body) } catch (e) { value = null }
     if (ok) { p.resolve(value); return }
     const error = value !== null && typeof value === "object" ? value : {};
     const err = p.site;
@@ -128,6 +143,16 @@ const BOOTSTRAP = String.raw`(function (call, log, MAX_LINES, MAX_CHARS) {
     err.stack = "SophiaError: " + err.message + "\n" + frames;
     apply(weakSet, bridged, [err, id]);
     p.reject(err);
+  };
+
+  // the daemon's answers, as many as were ready together: "[[id, 1 | 0, body], …]" in the order they came
+  return (batch) => {
+    let entries;
+    try { entries = parse(batch) } catch (e) { return }
+    for (let i = 0; i < entries.length; i++) {
+      const entry = entries[i];
+      settleOne(entry[0], entry[1] === 1, entry[2] === undefined ? null : entry[2]);
+    }
   };
 })`
 
@@ -144,10 +169,14 @@ const prepare = async () => {
   const context = await isolate.createContext()
   /** @type {Prepared} */
   const prep = { isolate, context, settle: /** @type {any} */ (undefined), run: undefined, aborted: false, logs: [] }
-  const call = new ivm.Callback((/** @type {unknown} */ id, /** @type {unknown} */ method, /** @type {unknown} */ args) => {
+  // one batch of calls (JSON text, checked by the daemon entry by entry) → one IPC message
+  const call = new ivm.Callback((/** @type {unknown} */ batch) => {
     if (prep.run === undefined || prep.aborted) return
-    if (typeof id !== "number" || typeof method !== "string" || typeof args !== "string") return
-    send({ t: "call", run: prep.run, call: id, method: method.slice(0, MAX_METHOD_CHARS), args })
+    if (typeof batch !== "string") return
+    send({ t: "calls", run: prep.run, batch })
+    // the run now waits for the daemon: a good moment to build the next run's isolate (not while the
+    // snippet is starting: building one holds this thread ~1–2 ms, which would delay the snippet's start)
+    if (spare === undefined) setImmediate(prepareSpare)
   }, { ignored: true })
   const log = new ivm.Callback((/** @type {unknown} */ line) => {
     if (typeof line === "string" && prep.logs.length <= MAX_LOG_LINES) prep.logs.push(line.slice(0, MAX_LOG_LINE_CHARS + 1))
@@ -192,11 +221,11 @@ const run = async (msg) => {
   accepting = ticket
   const prep = await pending.finally(() => {
     if (accepting === ticket) accepting = undefined
-    setImmediate(prepareSpare)
   })
   if (ticket.aborted) {
     // aborted (and confirmed) before it started: it never runs
     dispose(prep)
+    setImmediate(prepareSpare)
     return
   }
   prep.run = msg.run
@@ -220,7 +249,8 @@ const run = async (msg) => {
   } finally {
     if (current === prep) current = undefined
     dispose(prep)
-    // the next run's isolate, prepared while the daemon is busy with this run's reply
+    // the next run's isolate (if no host call made room for it earlier), prepared while the daemon is busy
+    // with this run's reply
     setImmediate(prepareSpare)
   }
 }
@@ -231,11 +261,11 @@ process.on("message", (/** @type {any} */ msg) => {
     case "run":
       run(msg).catch((e) => send({ t: "done", run: msg.run, ok: false, kind: "error", error: errorOf(e), logs: [] }))
       return
-    case "result": {
+    case "results": {
       const prep = current
       if (!prep || prep.run !== msg.run || prep.aborted || prep.isolate.isDisposed) return
       try {
-        prep.settle.applyIgnored(undefined, [msg.call, msg.ok === true, String(msg.body)])
+        prep.settle.applyIgnored(undefined, [String(msg.batch)])
       } catch {
         // the isolate went away meanwhile
       }

@@ -80,11 +80,42 @@ const STDERR_TAIL = 4096
 const OOM_MARKERS = /is_heap_oom = 1|out of memory|CALL_AND_RETRY_LAST|Last few GCs/i
 const COMPILE_CACHE_ENTRIES = 256
 const WRAPPER = "async function __sophia_snippet__() {\n"
+/** a method name longer than this is cut (it is only ever looked up, and named in a refusal) */
+const MAX_METHOD_CHARS = 200
+
+/** One host call as the snippet made it: its id in the run, the camelCase method, the arguments' JSON. */
+interface HostCall {
+  readonly call: number
+  readonly method: string
+  readonly args: string
+}
+
+/**
+ * The calls of one batch, in order, at most `limit` of them. The text comes from the isolate (untrusted):
+ * anything but an array of `[number, string, string]` entries is dropped, entry by entry.
+ */
+const callsOf = (batch: string, limit: number): Array<HostCall> => {
+  let entries: unknown
+  try {
+    entries = JSON.parse(batch)
+  } catch {
+    return []
+  }
+  if (!Array.isArray(entries)) return []
+  const out: Array<HostCall> = []
+  for (const e of entries) {
+    if (out.length >= limit) break
+    if (!Array.isArray(e) || typeof e[0] !== "number" || typeof e[1] !== "string" || typeof e[2] !== "string") continue
+    out.push({ call: e[0], method: e[1].slice(0, MAX_METHOD_CHARS), args: e[2] })
+  }
+  return out
+}
 
 type FromChild =
   | { readonly t: "ready" }
   | { readonly t: "accepted"; readonly run: number }
-  | { readonly t: "call"; readonly run: number; readonly call: number; readonly method: string; readonly args: string }
+  /** the calls of one microtask turn of the snippet: JSON text `[[id, method, argsJson], …]`, in call order */
+  | { readonly t: "calls"; readonly run: number; readonly batch: string }
   | {
     readonly t: "done"
     readonly run: number
@@ -344,13 +375,47 @@ export const make = (options: SandboxPoolOptions): Effect.Effect<SandboxService,
         const inbox = yield* Queue.unbounded<FromChild>()
         child.sink = (m) => Queue.unsafeOffer(inbox, m)
         if (child.dead) child.sink({ t: "exit", code: null, signal: "before the run" })
+        // Answers leave in batches: each is queued as it comes; the queue goes out in one message at once
+        // when no other call of the run is in flight, else once the daemon has nothing more to do right now
+        // (setImmediate: after the ready fibers have run, so the answers of calls that finish together travel
+        // together, and one that takes long holds back no other). Nothing is sent once the run is over (this
+        // finalizer runs after the in-flight calls below are interrupted).
+        let outgoing: Array<string> = []
+        let flushing: ReturnType<typeof setImmediate> | undefined
+        let inFlight = 0
+        let over = false
+        const flush = () => {
+          flushing = undefined
+          if (over || outgoing.length === 0) return
+          const batch = `[${outgoing.join(",")}]`
+          outgoing = []
+          send(child, { t: "results", run, batch })
+        }
+        yield* Effect.addFinalizer(() =>
+          Effect.sync(() => {
+            over = true
+            if (flushing !== undefined) clearImmediate(flushing)
+            flushing = undefined
+            outgoing = []
+          })
+        )
         const fibers = yield* FiberSet.make()
         const refused = new Map<number, InnerRefusal>()
         let calls = 0
 
-        const handleCall = (m: Extract<FromChild, { t: "call" }>) => {
+        const handleCall = (m: HostCall) => {
           const reply = (ok: boolean, body: unknown) =>
-            Effect.sync(() => send(child, { t: "result", run, call: m.call, ok, body: JSON.stringify(body) }))
+            Effect.sync(() => {
+              inFlight--
+              if (over) return
+              outgoing.push(`[${m.call},${ok ? 1 : 0},${JSON.stringify(body)}]`)
+              if (inFlight === 0) {
+                if (flushing !== undefined) clearImmediate(flushing)
+                flush()
+              } else {
+                flushing ??= setImmediate(flush)
+              }
+            })
           const refuse = (tool: string, error: { code: string; message: string } & Record<string, unknown>) => {
             const { code, message, ...details } = error
             refused.set(m.call, new InnerRefusal({ code, reason: message, tool, details }))
@@ -401,11 +466,19 @@ export const make = (options: SandboxPoolOptions): Effect.Effect<SandboxService,
           while (true) {
             const m = yield* Queue.take(inbox)
             if (m.t === "exit") return yield* Effect.fail(crashed(child, m, calls))
-            if (m.t === "call" && m.run === run) {
-              calls++
-              // enforced here, on the host side: the 51st call stops the run
-              if (calls > SANDBOX_CALL_CAP) return yield* Effect.fail(new SandboxCallCap({ limit: SANDBOX_CALL_CAP }))
-              yield* FiberSet.run(fibers, handleCall(m))
+            if (m.t === "calls" && m.run === run) {
+              // (one past the cap at most: that one stops the run)
+              const batch = callsOf(m.batch, SANDBOX_CALL_CAP + 1 - calls)
+              // the whole batch is in flight before any of its calls can answer (one answering at once
+              // does not flush alone while the others are still to start)
+              inFlight += batch.length
+              for (const c of batch) {
+                calls++
+                // enforced here, on the host side, call by call: the 51st call stops the run (even mid-batch;
+                // the calls before it in the batch were started, in order, as if they had come one by one)
+                if (calls > SANDBOX_CALL_CAP) return yield* Effect.fail(new SandboxCallCap({ limit: SANDBOX_CALL_CAP }))
+                yield* FiberSet.run(fibers, handleCall(c))
+              }
             }
             if (m.t === "done" && m.run === run) return m
           }
