@@ -83,6 +83,21 @@ describe("Dispatcher", () => {
       if (!notAnObject.ok) assert.strictEqual(notAnObject.body.error.code, "validation_error")
     }).pipe(Effect.provide(ProbeApp)))
 
+  it.effect("an outer call carries the envelope; a composed inner call (as execute_code makes) does not", () =>
+    Effect.gen(function*() {
+      const dispatcher = yield* Dispatcher
+      const { caller } = yield* connect("composer", "full")
+      const outer = yield* dispatcher.call(caller, "sophia.probe_read", {})
+      assert.isTrue(outer.ok)
+      assert.strictEqual(outer.body._inbox_unread, 0)
+      const inner = yield* dispatcher.call(caller, "sophia.probe_read", {}, { viaSandbox: true, envelope: false })
+      assert.isTrue(inner.ok)
+      assert.deepStrictEqual(Object.keys(inner.body).sort(), ["by", "ran"])
+      const refused = yield* dispatcher.call(caller, "sophia.probe_nope", {}, { viaSandbox: true, envelope: false })
+      assert.isFalse(refused.ok)
+      assert.deepStrictEqual(Object.keys(refused.body), ["error"])
+    }).pipe(Effect.provide(ProbeApp)))
+
   it.effect("advertises to each profile exactly the tools it may call", () =>
     Effect.gen(function*() {
       const registry = yield* ToolRegistry

@@ -31,6 +31,12 @@ export interface CallOptions {
   readonly viaSandbox?: boolean
   /** ask the client's user through MCP elicitation (set by the MCP server when the client declared it) */
   readonly elicit?: ((message: string) => Effect.Effect<ElicitAnswer>) | undefined
+  /**
+   * Compute the envelope fields (default true). `execute_code`'s inner calls say false: their bodies reach
+   * the snippet without envelope (the outer response carries it, once), so reading it per inner call
+   * would be a wasted probe.
+   */
+  readonly envelope?: boolean
 }
 
 /**
@@ -93,7 +99,8 @@ export class Dispatcher extends Effect.Service<Dispatcher>()("sophia/Dispatcher"
           const result = yield* tool.handler(input, {
             caller,
             viaSandbox: options.viaSandbox ?? false,
-            invoke: (innerName, innerArgs) => call(caller, innerName, innerArgs, { viaSandbox: true, elicit: options.elicit }),
+            invoke: (innerName, innerArgs) =>
+              call(caller, innerName, innerArgs, { viaSandbox: true, envelope: false, elicit: options.elicit }),
             toolNames,
             registry
           })
@@ -133,10 +140,10 @@ export class Dispatcher extends Effect.Service<Dispatcher>()("sophia/Dispatcher"
           )
         ),
         Effect.flatMap((outcome) =>
-          Effect.map(envelope.fields(caller, { deliver: !(options.viaSandbox ?? false) }), (fields): CallOutcome => ({
-            ...outcome,
-            body: { ...outcome.body, ...fields }
-          } as CallOutcome))
+          options.envelope === false ? Effect.succeed(outcome) : Effect.map(
+            envelope.fields(caller, { deliver: !(options.viaSandbox ?? false) }),
+            (fields): CallOutcome => ({ ...outcome, body: { ...outcome.body, ...fields } } as CallOutcome)
+          )
         ),
         observed(caller, name, options),
         Effect.withSpan("Dispatcher.call", { attributes: { tool: name } })

@@ -31,7 +31,7 @@ export interface ToolContext {
   readonly registry: Registry
 }
 
-/** What `invoke` returns: the tool's body (envelope included) or its refusal body. */
+/** What `invoke` returns: the tool's body or its refusal body, without envelope fields (the outer response carries them). */
 export type InvokeOutcome =
   | { readonly ok: true; readonly body: Record<string, unknown> }
   | { readonly ok: false; readonly body: { readonly error: { readonly code: string; readonly message: string } } & Record<string, unknown> }
