@@ -83,7 +83,8 @@ const DbChannelRow = Schema.Struct({
   last_seq: DbInt,
   unread: DbInt,
   last_post_at: Schema.String,
-  archived: DbInt
+  archived: DbInt,
+  total_unread: DbInt
 })
 const decodeChannelRows = Schema.decodeUnknown(Schema.Array(DbChannelRow))
 
@@ -612,10 +613,23 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
         (SELECT last_pos FROM post_counters WHERE user_id = ${sameUserId}) AS last_pos`)
     const lastPosQuery = fixed((userId: string) => sql`SELECT last_pos AS n FROM post_counters WHERE user_id = ${userId}`)
 
-    /** The caller's channels, most recent first, with its unread in each (archived ones only when asked). */
-    const channelsQuery = (connectionId: string, userId: string, archivedFilter: Statement.Fragment, max: number) =>
+    /**
+     * The caller's channels, most recent first, with its unread in each (archived ones only when asked),
+     * and on every row its global unread count (`unreadExpr`, read in the same snapshot: the inbox's
+     * `unread_count` costs no statement of its own).
+     */
+    const channelsQuery = (
+      connectionId: string,
+      userId: string,
+      archivedFilter: Statement.Fragment,
+      max: number,
+      unreadUser: string,
+      unreadSameUser: string,
+      unreadConnection: string
+    ) =>
       sql`SELECT cc.channel, cc.last_seq, cc.visible - COALESCE(ics.consumed, 0) AS unread, cc.last_post_at,
-          CASE WHEN ch.archived_at IS NULL THEN 0 ELSE 1 END AS archived
+          CASE WHEN ch.archived_at IS NULL THEN 0 ELSE 1 END AS archived,
+          ${unreadExpr(unreadUser, unreadSameUser, unreadConnection)} AS total_unread
         FROM channel_counters cc
         LEFT JOIN inbox_channel_state ics
           ON ics.user_id = cc.user_id AND ics.connection_id = ${connectionId} AND ics.channel = cc.channel
@@ -623,28 +637,47 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
         WHERE cc.user_id = ${userId} ${archivedFilter}
         ORDER BY cc.last_post_at DESC, cc.channel
         LIMIT ${max}`
-    const everyChannel = fixed((connectionId: string, userId: string, max: number) =>
-      channelsQuery(connectionId, userId, sql``, max))
+    const everyChannel = fixed((connectionId: string, userId: string, max: number, u: string, u2: string, c: string) =>
+      channelsQuery(connectionId, userId, sql``, max, u, u2, c))
     /** (the named channel is listed even when archived) */
-    const openChannels = fixed((connectionId: string, userId: string, named: string | null, max: number) =>
-      channelsQuery(connectionId, userId, sql`AND (ch.archived_at IS NULL OR cc.channel = ${named})`, max))
+    const openChannels = fixed((
+      connectionId: string,
+      userId: string,
+      named: string | null,
+      max: number,
+      u: string,
+      u2: string,
+      c: string
+    ) => channelsQuery(connectionId, userId, sql`AND (ch.archived_at IS NULL OR cc.channel = ${named})`, max, u, u2, c))
 
+    /** The channel list and the global unread count (from the list's rows; with no row listed, asked on its own). */
     const listChannels = (caller: Caller, input: InboxInput) =>
       (input.include_archived === true
-        ? everyChannel(caller.connectionId, caller.userId, MAX_CHANNELS_LISTED)
-        : openChannels(caller.connectionId, caller.userId, input.channel ?? null, MAX_CHANNELS_LISTED)).pipe(
-        Effect.flatMap(decodeChannelRows),
-        Effect.orDie,
-        Effect.map((rows) =>
-          rows.map((r): ChannelSummary => ({
-            channel: r.channel,
-            last_seq: r.last_seq,
-            unread: r.unread,
-            last_post_at: r.last_post_at,
-            archived: r.archived === 1
-          }))
+        ? everyChannel(caller.connectionId, caller.userId, MAX_CHANNELS_LISTED, caller.userId, caller.userId, caller.connectionId)
+        : openChannels(
+          caller.connectionId,
+          caller.userId,
+          input.channel ?? null,
+          MAX_CHANNELS_LISTED,
+          caller.userId,
+          caller.userId,
+          caller.connectionId
+        )).pipe(
+          Effect.flatMap(decodeChannelRows),
+          Effect.orDie,
+          Effect.flatMap((rows) =>
+            Effect.map(rows.length > 0 ? Effect.succeed(rows[0].total_unread) : unreadCount(caller), (unread) => ({
+              unread,
+              channels: rows.map((r): ChannelSummary => ({
+                channel: r.channel,
+                last_seq: r.last_seq,
+                unread: r.unread,
+                last_post_at: r.last_post_at,
+                archived: r.archived === 1
+              }))
+            }))
+          )
         )
-      )
 
     const readInbox = (caller: Caller, input: InboxInput) =>
       Effect.gen(function*() {
@@ -726,8 +759,7 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
           yield* markRead(caller, rows, now, advance)
         }
 
-        const channels = yield* listChannels(caller, input)
-        const unread_count = yield* unreadCount(caller)
+        const { channels, unread: unread_count } = yield* listChannels(caller, input)
         const last = rows[rows.length - 1]
         const result: InboxResult = {
           posts: yield* toPostRows(caller, rows),
