@@ -1,7 +1,9 @@
 /**
  * Coordination benchmark (`npm run bench coordination`). One run, one SQLite file, 50 connections:
  *  - posts/s through Coordination.post vs a raw better-sqlite3 insert of the same row, each in its own
- *    transaction (target ≥ 0.5 of raw);
+ *    transaction (target ≥ 0.5 of raw); beside them the floor: the statements a post runs (counters, the
+ *    row, its author's read state, the wait lookup) straight through better-sqlite3 in one transaction
+ *    each, so the table separates what SQLite itself costs from what the service adds;
  *  - inbox p50/p99 at 10k and at 100k posts (target: flat — the reads are indexed and bounded);
  *  - the cost `_inbox_unread` adds to a trivial tool call (sophia.orient through the Dispatcher with the
  *    empty envelope vs the live one; target ≤ 5%).
@@ -89,6 +91,47 @@ const program = Effect.gen(function*() {
     }
     return performance.now() - t0
   }
+  // the floor: the statements Coordination.post runs on SQLite (same text), straight through better-sqlite3
+  const floorBumpChannel = raw.prepare(`INSERT INTO channel_counters (user_id, channel, last_seq, visible, last_post_at)
+    VALUES (?, ?, 1, ?, ?) ON CONFLICT (user_id, channel) DO UPDATE SET last_seq = channel_counters.last_seq + 1,
+      visible = channel_counters.visible + excluded.visible, last_post_at = excluded.last_post_at
+    RETURNING last_seq, visible, (SELECT ch.archived_at FROM channels ch
+      WHERE ch.user_id = channel_counters.user_id AND ch.id = channel_counters.channel) AS archived_at`)
+  const floorBumpUser = raw.prepare(`INSERT INTO post_counters (user_id, last_pos, visible) VALUES (?, 1, ?)
+    ON CONFLICT (user_id) DO UPDATE SET last_pos = post_counters.last_pos + 1, visible = post_counters.visible + excluded.visible
+    RETURNING last_pos`)
+  const floorInsert = raw.prepare(`INSERT INTO posts (id, user_id, pos, channel, channel_seq, kind, body, refs, payload,
+    connection_id, to_selector, to_connection_id, based_on_seq, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+  const floorConsumeChannel = raw.prepare(`INSERT INTO inbox_channel_state (user_id, connection_id, channel, consumed, lwm_pos)
+    VALUES (?, ?, ?, ?, 0) ON CONFLICT (user_id, connection_id, channel) DO UPDATE
+      SET consumed = inbox_channel_state.consumed + excluded.consumed`)
+  const floorConsumeTotal = raw.prepare(`INSERT INTO inbox_state (user_id, connection_id, consumed, lwm) VALUES (?, ?, ?, 0)
+    ON CONFLICT (user_id, connection_id) DO UPDATE SET consumed = inbox_state.consumed + excluded.consumed`)
+  const floorWaits = raw.prepare(`SELECT id, pred_type, pred_kind, pred_seq, from_connection_id FROM waits
+    WHERE user_id = ? AND pred_channel = ? AND status = 'open'`)
+  const floorPosts = (n: number) => {
+    const t0 = performance.now()
+    for (let i = 0; i < n; i++) {
+      const channel = pick(channels)
+      const kind = kindOf()
+      const author = pick(callers).connectionId
+      const visible = kind === "heartbeat" ? 0 : 1
+      const now = new Date().toISOString()
+      begin.run()
+      const c = floorBumpChannel.get(userId, channel, visible, now) as { last_seq: number; archived_at: string | null }
+      const archived = c.archived_at !== null
+      const u = floorBumpUser.get(userId, visible === 1 && !archived ? 1 : 0) as { last_pos: number }
+      floorInsert.run(`post-${randomUUID()}`, userId, u.last_pos, channel, c.last_seq, kind, `floor ${i}: all good`, "[]", null,
+        author, null, null, null, now)
+      if (visible === 1) {
+        floorConsumeChannel.run(userId, author, channel, 1)
+        floorConsumeTotal.run(userId, author, visible === 1 && !archived ? 1 : 0)
+      }
+      floorWaits.all(userId, channel)
+      commit.run()
+    }
+    return performance.now() - t0
+  }
   const servicePosts = (n: number) =>
     timed(Effect.gen(function*() {
       for (let i = 0; i < n; i++) {
@@ -152,18 +195,28 @@ const program = Effect.gen(function*() {
   // small alternating blocks, so that load bursts on a shared machine hit both sides alike
   const BLOCK = 250
   const BLOCKS = 16
-  /** Grow the database to `size` posts: bulk-load, then measured service blocks alternating with raw ones. */
+  /**
+   * Grow the database to `size` posts: bulk-load, then measured service blocks alternating with raw ones
+   * (and with floor blocks, whose posts are real posts of the graph).
+   */
   const growTo = (size: number) =>
     Effect.gen(function*() {
-      bulkLoad(size - total - BLOCK * BLOCKS)
+      bulkLoad(size - total - 2 * BLOCK * BLOCKS)
       let serviceMs = 0
       let rawMs = 0
+      let floorMs = 0
       for (let b = 0; b < BLOCKS; b++) {
         serviceMs += yield* servicePosts(BLOCK)
         total += BLOCK
         rawMs += rawPosts(BLOCK)
+        floorMs += floorPosts(BLOCK)
+        total += BLOCK
       }
-      return { service: (BLOCK * BLOCKS / serviceMs) * 1000, raw: (BLOCK * BLOCKS / rawMs) * 1000 }
+      return {
+        service: (BLOCK * BLOCKS / serviceMs) * 1000,
+        raw: (BLOCK * BLOCKS / rawMs) * 1000,
+        floor: (BLOCK * BLOCKS / floorMs) * 1000
+      }
     })
 
   // readers: one that never reads (a backlog), one caught up that reads what arrived since
@@ -209,7 +262,8 @@ const program = Effect.gen(function*() {
   // warm up (JIT, statement caches) on both sides before anything is measured
   yield* servicePosts(300)
   rawPosts(300)
-  total += 300
+  floorPosts(300)
+  total += 600
   const small = yield* growTo(SMALL)
   const atSmall = yield* inboxLatencies
   const large = yield* growTo(LARGE)
@@ -252,6 +306,8 @@ const program = Effect.gen(function*() {
 
   rows.push(["posts/s via Coordination.post (grow to 10k)", small.service.toFixed(0), `raw ${small.raw.toFixed(0)}/s`, `${(small.service / small.raw).toFixed(2)} of raw`])
   rows.push([`posts/s via Coordination.post (grow to ${LARGE / 1000}k)`, large.service.toFixed(0), `raw ${large.raw.toFixed(0)}/s`, `${(large.service / large.raw).toFixed(2)} of raw`])
+  rows.push(["floor: a post's statements, better-sqlite3 (grow to 10k)", small.floor.toFixed(0), `raw ${small.raw.toFixed(0)}/s`, `${(small.floor / small.raw).toFixed(2)} of raw`])
+  rows.push([`floor: a post's statements, better-sqlite3 (grow to ${LARGE / 1000}k)`, large.floor.toFixed(0), `raw ${large.raw.toFixed(0)}/s`, `${(large.floor / large.raw).toFixed(2)} of raw`])
   const lat = (label: string, a: ReadonlyArray<number>, b: ReadonlyArray<number>) =>
     rows.push([label, `${fmt(quantile(a, 0.5))} / ${fmt(quantile(a, 0.99))}`, `${fmt(quantile(b, 0.5))} / ${fmt(quantile(b, 0.99))}`, `${(quantile(b, 0.5) / quantile(a, 0.5)).toFixed(2)}× p50`])
   rows.push(["**inbox p50 / p99**", `at ${SMALL / 1000}k posts`, `at ${LARGE / 1000}k posts`, "growth"])

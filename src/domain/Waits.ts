@@ -9,6 +9,20 @@ import { BlockingItem, WaitResolution } from "./Envelope.js"
  * reports `satisfied` on a reading the system could not make.
  */
 
+/** A SQL truth value as it comes back: 0/1 on SQLite, a boolean on Postgres. */
+export const SqlBoolean = Schema.transform(Schema.Union(Schema.Number, Schema.Boolean, Schema.NumberFromString), Schema.Boolean, {
+  strict: true,
+  decode: (v) => v === true || v === 1,
+  encode: (b) => b
+})
+
+/**
+ * What the envelope needs to know of a caller's waits before reading any: does it have an open wait
+ * (`_blocking`), a resolution not yet delivered (`_wait_resolved`)? Read by one probe per response.
+ */
+export const SignalFlags = Schema.Struct({ open: SqlBoolean, undelivered: SqlBoolean })
+export type SignalFlags = typeof SignalFlags.Type
+
 /** The fleet-visible channel the wait posts go to (addressed `to` the awaited connection). */
 export const WAIT_CHANNEL = "waits"
 

@@ -1,6 +1,10 @@
-import type { SqlClient } from "@effect/sql"
-import { Effect, Layer, Queue } from "effect"
+import { SqlClient } from "@effect/sql"
+import { Effect, Layer, Queue, Schema } from "effect"
 import type { Caller } from "../domain/Auth.js"
+import type { EnvelopeFields } from "../domain/Envelope.js"
+import { DbInt } from "../domain/Time.js"
+import { SqlBoolean } from "../domain/Waits.js"
+import { makeFixedStatements } from "../services/Statements.js"
 import { Dispatcher } from "../mcp/Dispatch.js"
 import { Envelope } from "../mcp/Envelope.js"
 import * as Http from "../mcp/Http.js"
@@ -137,23 +141,38 @@ export const allToolSets = [
 export const RegistryLive = ToolRegistry.fromToolSets<Layer.Layer.Success<typeof ServicesLive>>(...allToolSets)
 
 /**
- * The envelope every response carries: `_inbox_unread` (two key lookups), and — only while there is
- * something to say — `_blocking` (the caller's open waits) and `_wait_resolved` (once per resolution).
+ * The envelope every response carries: `_inbox_unread`, and — only while there is something to say —
+ * `_blocking` (the caller's open waits) and `_wait_resolved` (once per resolution). One fixed statement
+ * per response reads the unread count and the waits' two flags together, each an expression its owning
+ * service wrote over its own tables (`Coordination.unreadExpr`, `Waits.openExpr` / `undeliveredExpr`);
+ * only a caller with an open or an undelivered wait costs more (`Waits.signalsAfter`).
  */
+const EnvelopeProbe = Schema.Tuple(Schema.Struct({ n: DbInt, open: SqlBoolean, undelivered: SqlBoolean }))
+const decodeEnvelopeProbe = Schema.decodeUnknown(EnvelopeProbe)
 export const EnvelopeLive = Layer.effect(
   Envelope,
   Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
     const coordination = yield* Coordination
     const waits = yield* Waits
+    const fixed = yield* makeFixedStatements
+    const probe = fixed((userId: string, sameUserId: string, connectionId: string, waiter: string, sameWaiter: string) =>
+      sql`SELECT ${coordination.unreadExpr(userId, sameUserId, connectionId)} AS n,
+        ${waits.openExpr(waiter)} AS open, ${waits.undeliveredExpr(sameWaiter)} AS undelivered`)
     return {
       fields: (caller: Caller, options?: { readonly deliver?: boolean }) =>
-        Effect.map(
-          Effect.all([waits.signals(caller, options?.deliver ?? true), coordination.unreadCount(caller)]),
-          ([signals, unread]) => ({
-            _inbox_unread: unread,
-            ...(signals.blocking.length > 0 ? { _blocking: signals.blocking } : {}),
-            ...(signals.resolved.length > 0 ? { _wait_resolved: signals.resolved } : {})
-          })
+        probe(caller.userId, caller.userId, caller.connectionId, caller.connectionId, caller.connectionId).pipe(
+          Effect.flatMap(decodeEnvelopeProbe),
+          Effect.flatMap(([row]): Effect.Effect<EnvelopeFields> =>
+            !row.open && !row.undelivered
+              ? Effect.succeed({ _inbox_unread: row.n })
+              : Effect.map(waits.signalsAfter(caller, row, options?.deliver ?? true), (signals) => ({
+                _inbox_unread: row.n,
+                ...(signals.blocking.length > 0 ? { _blocking: signals.blocking } : {}),
+                ...(signals.resolved.length > 0 ? { _wait_resolved: signals.resolved } : {})
+              }))
+          ),
+          Effect.orDie
         )
     }
   })

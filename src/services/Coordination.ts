@@ -1,3 +1,4 @@
+import type { Statement } from "@effect/sql"
 import { SqlClient, SqlSchema } from "@effect/sql"
 import { Clock, Config, Duration, Effect, Option, Schema } from "effect"
 import { randomUUID } from "node:crypto"
@@ -82,7 +83,8 @@ const DbChannelRow = Schema.Struct({
   last_seq: DbInt,
   unread: DbInt,
   last_post_at: Schema.String,
-  archived: DbInt
+  archived: DbInt,
+  total_unread: DbInt
 })
 const decodeChannelRows = Schema.decodeUnknown(Schema.Array(DbChannelRow))
 
@@ -93,6 +95,9 @@ const ChannelCounterRow = Schema.Struct({
 })
 const decodeChannelCounter = Schema.decodeUnknown(Schema.Tuple(ChannelCounterRow))
 const decodeLastPos = Schema.decodeUnknown(Schema.Tuple(Schema.Struct({ last_pos: DbInt })))
+const decodeMarks = Schema.decodeUnknown(
+  Schema.Tuple(Schema.Struct({ lwm: Schema.NullOr(DbInt), last_pos: Schema.NullOr(DbInt) }))
+)
 const decodeOptionalNumber = Schema.decodeUnknown(Schema.Array(Schema.Struct({ n: Schema.NullOr(DbInt) })))
 
 /** A post as other services ask about it (a wait's predicate, a claim's source). */
@@ -127,6 +132,13 @@ const jsonDepth = (value: unknown, cap: number): number => {
 }
 
 const intConfig = (name: string, fallback: number) => Config.integer(name).pipe(Config.withDefault(fallback))
+
+/**
+ * A public method as a named span, without the stack trace `Effect.fn` captures on every call (measured
+ * 16–41 µs a call): the body is untraced (`Effect.fnUntraced`), the span is opened around it.
+ */
+const spanned = <Args extends Array<any>, A, E, R>(name: string, f: (...args: Args) => Effect.Effect<A, E, R>) =>
+(...args: Args): Effect.Effect<A, E, R> => Effect.withSpan(f(...args), name, { captureStackTrace: false })
 
 export class Coordination extends Effect.Service<Coordination>()("sophia/Coordination", {
   effect: Effect.gen(function*() {
@@ -367,6 +379,7 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
           warning = `channel ${channel} was archived; this ${input.kind} post has re-opened it`
         }
 
+        // (constructed without re-validating: every field was just produced here, typed)
         yield* events.publish(
           new PostLanded({
             user_id: userId,
@@ -378,7 +391,7 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
             to_connection_id: recipient?.connection_id ?? null,
             created_at: now,
             archived
-          })
+          }, true)
         )
         const written: PostWritten = {
           post_id: id,
@@ -396,12 +409,14 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
      * `PayloadTooLarge`, `ValidationError`, `UnknownRecipient`, `AmbiguousRecipient`, with nothing
      * written. Safe to call inside another transaction (it then runs in a savepoint).
      */
-    const post = Effect.fn("Coordination.post")(function*(caller: Caller, input: PostInput) {
-      return yield* write(caller, input)
-    }, events.transaction, Effect.catchTag("SqlError", "ParseError", Effect.die))
+    const post = spanned(
+      "Coordination.post",
+      (caller: Caller, input: PostInput) =>
+        write(caller, input).pipe(events.transaction, Effect.catchTag("SqlError", "ParseError", Effect.die))
+    )
 
     /** A heartbeat post (channel `beacon` unless named) and the connection's last-seen time. */
-    const beacon = Effect.fn("Coordination.beacon")(function*(caller: Caller, input: BeaconInput) {
+    const beacon = spanned("Coordination.beacon", Effect.fnUntraced(function*(caller: Caller, input: BeaconInput) {
       const { archived: _, ...receipt } = yield* write(caller, {
         channel: input.channel ?? BEACON_CHANNEL,
         kind: "heartbeat",
@@ -410,19 +425,21 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
       yield* auth.touch(caller.connectionId)
       const result: BeaconResult = { ...receipt, last_seen_at: receipt.created_at }
       return result
-    }, events.transaction, Effect.catchTag("SqlError", "ParseError", Effect.die))
+    }, events.transaction, Effect.catchTag("SqlError", "ParseError", Effect.die)))
 
     // ---- reading ----
 
     /**
      * The caller's global unread count: one statement, two primary-key lookups. It runs on every response
-     * of every tool, so it is deliberately not wrapped in its own span (the statement's `sql.execute`
-     * span still records it).
+     * of every tool, so it is deliberately not wrapped in its own span. `unreadExpr` is the same count as
+     * one SQL expression (parameters: user, user, connection), for the envelope's one probe that reads it
+     * beside the waits' flags (layers/App.ts).
      */
+    const unreadExpr = (userId: string, sameUserId: string, connectionId: string) =>
+      sql`(COALESCE((SELECT visible FROM post_counters WHERE user_id = ${userId}), 0)
+        - COALESCE((SELECT consumed FROM inbox_state WHERE user_id = ${sameUserId} AND connection_id = ${connectionId}), 0))`
     const unreadQuery = fixed((userId: string, sameUserId: string, connectionId: string) =>
-      sql`SELECT COALESCE((SELECT visible FROM post_counters WHERE user_id = ${userId}), 0)
-        - COALESCE((SELECT consumed FROM inbox_state WHERE user_id = ${sameUserId} AND connection_id = ${connectionId}), 0)
-        AS n`)
+      sql`SELECT ${unreadExpr(userId, sameUserId, connectionId)} AS n`)
     const unreadCount = (caller: Caller): Effect.Effect<number> =>
       unreadQuery(caller.userId, caller.userId, caller.connectionId).pipe(
         Effect.flatMap(decodeOptionalNumber),
@@ -487,11 +504,67 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
       created_at: row.created_at
     })
 
-    /** Mark the returned posts read for this connection only, keeping the counters exact. */
-    const markRead = (caller: Caller, rows: ReadonlyArray<DbPostRow>, now: string) =>
+    /**
+     * A read's settlement of one channel's state: `n` more of its posts consumed and, when `advance` is 1,
+     * the channel's scan mark moved to `lwmPos` — one upsert for both.
+     */
+    const settleChannel = fixed((
+      userId: string,
+      connectionId: string,
+      channel: string,
+      n: number,
+      lwmPos: number,
+      advance: number
+    ) =>
+      sql`INSERT INTO inbox_channel_state (user_id, connection_id, channel, consumed, lwm_pos)
+        VALUES (${userId}, ${connectionId}, ${channel}, ${n}, ${lwmPos})
+        ON CONFLICT (user_id, connection_id, channel) DO UPDATE
+          SET consumed = inbox_channel_state.consumed + excluded.consumed,
+            lwm_pos = CASE WHEN ${advance} = 1 THEN excluded.lwm_pos ELSE inbox_channel_state.lwm_pos END`)
+    /** The same for the connection's totals: `n` more consumed, and the global scan mark when `advance` is 1. */
+    const settleTotal = fixed((userId: string, connectionId: string, n: number, lwm: number, advance: number) =>
+      sql`INSERT INTO inbox_state (user_id, connection_id, consumed, lwm) VALUES (${userId}, ${connectionId}, ${n}, ${lwm})
+        ON CONFLICT (user_id, connection_id) DO UPDATE SET consumed = inbox_state.consumed + excluded.consumed,
+          lwm = CASE WHEN ${advance} = 1 THEN excluded.lwm ELSE inbox_state.lwm END`)
+
+    /**
+     * Mark the returned posts read for this connection only, keeping the counters exact, and move the scan
+     * mark the read may advance (`advance`: the channel's, or the global one) in the same upserts: each
+     * state row is written once per read.
+     */
+    const markRead = (
+      caller: Caller,
+      rows: ReadonlyArray<DbPostRow>,
+      now: string,
+      advance: { readonly channel: string; readonly to: number } | { readonly channel?: undefined; readonly to: number } | undefined
+    ) =>
       Effect.gen(function*() {
         const candidates = rows.filter((r) => r.connection_id !== caller.connectionId && r.is_read === 0)
-        if (candidates.length === 0) return
+        const perChannel = yield* consume(caller, candidates, now)
+        let total = 0
+        const channelMark = advance?.channel
+        for (const [channel, { archived, n }] of perChannel) {
+          if (channel === channelMark) {
+            yield* settleChannel(caller.userId, caller.connectionId, channel, n, advance!.to, 1)
+          } else {
+            yield* consumeInChannel(caller.userId, caller.connectionId, channel, n)
+          }
+          if (!archived) total += n
+        }
+        if (channelMark !== undefined && !perChannel.has(channelMark)) {
+          yield* settleChannel(caller.userId, caller.connectionId, channelMark, 0, advance!.to, 1)
+        }
+        const totalMark = advance !== undefined && advance.channel === undefined ? advance.to : undefined
+        if (perChannel.size > 0 || totalMark !== undefined) {
+          yield* settleTotal(caller.userId, caller.connectionId, total, totalMark ?? 0, totalMark !== undefined ? 1 : 0)
+        }
+      })
+
+    /** Insert the read rows; per channel, how many visible posts this read really consumed and whether it is archived. */
+    const consume = (caller: Caller, candidates: ReadonlyArray<DbPostRow>, now: string) =>
+      Effect.gen(function*() {
+        const perChannel = new Map<string, { n: number; archived: boolean }>()
+        if (candidates.length === 0) return perChannel
         // Concurrent readers of one connection (two daemons): only the rows this insert really added are
         // counted (RETURNING skips those another transaction marked first), so `consumed` never counts a
         // read twice.
@@ -520,50 +593,91 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
             orElse: () => Effect.void
           })
         }
-        const perChannel = new Map<string, { n: number; archived: boolean }>()
         for (const r of fresh) {
           if (r.kind === "heartbeat") continue
           const c = perChannel.get(r.channel) ?? { n: 0, archived: archivedNow.get(r.channel) ?? r.archived === 1 }
           c.n++
           perChannel.set(r.channel, c)
         }
-        let total = 0
-        for (const [channel, { archived, n }] of perChannel) {
-          yield* consumeInChannel(caller.userId, caller.connectionId, channel, n)
-          if (!archived) total += n
-        }
-        if (perChannel.size > 0) {
-          yield* consumeInTotal(caller.userId, caller.connectionId, total)
-        }
+        return perChannel
       })
 
-    const listChannels = (caller: Caller, input: InboxInput) =>
+    /** A connection's scan mark in a channel and the user's last position, read together before a page. */
+    const channelMarks = fixed((userId: string, connectionId: string, channel: string, sameUserId: string) =>
+      sql`SELECT (SELECT lwm_pos FROM inbox_channel_state
+          WHERE user_id = ${userId} AND connection_id = ${connectionId} AND channel = ${channel}) AS lwm,
+        (SELECT last_pos FROM post_counters WHERE user_id = ${sameUserId}) AS last_pos`)
+    /** The connection's global scan mark and the user's last position, read together before a page. */
+    const totalMarks = fixed((userId: string, connectionId: string, sameUserId: string) =>
+      sql`SELECT (SELECT lwm FROM inbox_state WHERE user_id = ${userId} AND connection_id = ${connectionId}) AS lwm,
+        (SELECT last_pos FROM post_counters WHERE user_id = ${sameUserId}) AS last_pos`)
+    const lastPosQuery = fixed((userId: string) => sql`SELECT last_pos AS n FROM post_counters WHERE user_id = ${userId}`)
+
+    /**
+     * The caller's channels, most recent first, with its unread in each (archived ones only when asked),
+     * and on every row its global unread count (`unreadExpr`, read in the same snapshot: the inbox's
+     * `unread_count` costs no statement of its own).
+     */
+    const channelsQuery = (
+      connectionId: string,
+      userId: string,
+      archivedFilter: Statement.Fragment,
+      max: number,
+      unreadUser: string,
+      unreadSameUser: string,
+      unreadConnection: string
+    ) =>
       sql`SELECT cc.channel, cc.last_seq, cc.visible - COALESCE(ics.consumed, 0) AS unread, cc.last_post_at,
-          CASE WHEN ch.archived_at IS NULL THEN 0 ELSE 1 END AS archived
+          CASE WHEN ch.archived_at IS NULL THEN 0 ELSE 1 END AS archived,
+          ${unreadExpr(unreadUser, unreadSameUser, unreadConnection)} AS total_unread
         FROM channel_counters cc
         LEFT JOIN inbox_channel_state ics
-          ON ics.user_id = cc.user_id AND ics.connection_id = ${caller.connectionId} AND ics.channel = cc.channel
+          ON ics.user_id = cc.user_id AND ics.connection_id = ${connectionId} AND ics.channel = cc.channel
         LEFT JOIN channels ch ON ch.user_id = cc.user_id AND ch.id = cc.channel
-        WHERE cc.user_id = ${caller.userId}
-          ${
-        input.include_archived === true
-          ? sql``
-          : sql`AND (ch.archived_at IS NULL OR cc.channel = ${input.channel ?? null})`
-      }
+        WHERE cc.user_id = ${userId} ${archivedFilter}
         ORDER BY cc.last_post_at DESC, cc.channel
-        LIMIT ${MAX_CHANNELS_LISTED}`.pipe(
-        Effect.flatMap(decodeChannelRows),
-        Effect.orDie,
-        Effect.map((rows) =>
-          rows.map((r): ChannelSummary => ({
-            channel: r.channel,
-            last_seq: r.last_seq,
-            unread: r.unread,
-            last_post_at: r.last_post_at,
-            archived: r.archived === 1
-          }))
+        LIMIT ${max}`
+    const everyChannel = fixed((connectionId: string, userId: string, max: number, u: string, u2: string, c: string) =>
+      channelsQuery(connectionId, userId, sql``, max, u, u2, c))
+    /** (the named channel is listed even when archived) */
+    const openChannels = fixed((
+      connectionId: string,
+      userId: string,
+      named: string | null,
+      max: number,
+      u: string,
+      u2: string,
+      c: string
+    ) => channelsQuery(connectionId, userId, sql`AND (ch.archived_at IS NULL OR cc.channel = ${named})`, max, u, u2, c))
+
+    /** The channel list and the global unread count (from the list's rows; with no row listed, asked on its own). */
+    const listChannels = (caller: Caller, input: InboxInput) =>
+      (input.include_archived === true
+        ? everyChannel(caller.connectionId, caller.userId, MAX_CHANNELS_LISTED, caller.userId, caller.userId, caller.connectionId)
+        : openChannels(
+          caller.connectionId,
+          caller.userId,
+          input.channel ?? null,
+          MAX_CHANNELS_LISTED,
+          caller.userId,
+          caller.userId,
+          caller.connectionId
+        )).pipe(
+          Effect.flatMap(decodeChannelRows),
+          Effect.orDie,
+          Effect.flatMap((rows) =>
+            Effect.map(rows.length > 0 ? Effect.succeed(rows[0].total_unread) : unreadCount(caller), (unread) => ({
+              unread,
+              channels: rows.map((r): ChannelSummary => ({
+                channel: r.channel,
+                last_seq: r.last_seq,
+                unread: r.unread,
+                last_post_at: r.last_post_at,
+                archived: r.archived === 1
+              }))
+            }))
+          )
         )
-      )
 
     const readInbox = (caller: Caller, input: InboxInput) =>
       Effect.gen(function*() {
@@ -593,16 +707,24 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
 
         // the low-water marks apply to unread-only views without heartbeats
         const useMarks = unreadOnly && !withHeartbeats
+        const advanceMarks = mark && useMarks && kinds === undefined && input.cursor === undefined
         let lwm = 0
         let lwmPos = 0
+        // The user's last position, read before the page (see the scan mark below): under concurrent writers
+        // a post may commit between two statements, so "everything up to here was seen" must be a position
+        // committed no later than the page's own snapshot (positions commit in order: the counter row's lock).
+        // It is read with the mark, in one statement.
+        let lastPosBefore = 0
         if (useMarks && channel !== undefined) {
-          const rows = yield* sql`SELECT lwm_pos AS n FROM inbox_channel_state
-            WHERE user_id = ${userId} AND connection_id = ${me} AND channel = ${channel}`.pipe(Effect.flatMap(decodeOptionalNumber))
-          lwmPos = rows[0]?.n ?? 0
+          const [marks] = yield* channelMarks(userId, me, channel, userId).pipe(Effect.flatMap(decodeMarks))
+          lwmPos = marks.lwm ?? 0
+          lastPosBefore = marks.last_pos ?? 0
         } else if (useMarks && !withArchived) {
-          const rows = yield* sql`SELECT lwm AS n FROM inbox_state
-            WHERE user_id = ${userId} AND connection_id = ${me}`.pipe(Effect.flatMap(decodeOptionalNumber))
-          lwm = rows[0]?.n ?? 0
+          const [marks] = yield* totalMarks(userId, me, userId).pipe(Effect.flatMap(decodeMarks))
+          lwm = marks.lwm ?? 0
+          lastPosBefore = marks.last_pos ?? 0
+        } else if (advanceMarks) {
+          lastPosBefore = (yield* lastPosQuery(userId).pipe(Effect.flatMap(decodeOptionalNumber)))[0]?.n ?? 0
         }
 
         const where = [sql`p.user_id = ${userId}`, sql`p.pos > ${Math.max(cursorPos, lwm, lwmPos)}`]
@@ -618,42 +740,26 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
           where.push(sql`r.post_id IS NULL`)
         }
         if (input.before_seq !== undefined) where.push(sql`p.channel_seq < ${input.before_seq}`)
-        // The user's last position, read before the page (see the scan mark below): under concurrent writers
-        // a post may commit between two statements, so "everything up to here was seen" must be a position
-        // committed no later than the page's own snapshot (positions commit in order: the counter row's lock).
-        const advanceMarks = mark && useMarks && kinds === undefined && input.cursor === undefined
-        const lastPosBefore = advanceMarks
-          ? (yield* sql`SELECT last_pos AS n FROM post_counters WHERE user_id = ${userId}`.pipe(
-            Effect.flatMap(decodeOptionalNumber)
-          ))[0]?.n ?? 0
-          : 0
         // the conversation without a cursor is its newest `limit` posts (in seq order); a cursor pages forward
         const rows = yield* selectPosts(caller, where, limit, conversation && input.cursor === undefined)
 
         if (mark) {
           const now = yield* nowIso
-          yield* markRead(caller, rows, now)
-          // advance the scan mark over a range this read has fully consumed
+          // advance the scan mark over a range this read has fully consumed (written with the read's counts)
+          let advance: { readonly channel?: string; readonly to: number } | undefined
           if (advanceMarks) {
             // a short page saw everything there is up to the last position committed before it
             const top = rows.length < limit ? lastPosBefore : rows[rows.length - 1].pos
             if (channel !== undefined) {
-              if (top > lwmPos) {
-                yield* sql`INSERT INTO inbox_channel_state (user_id, connection_id, channel, consumed, lwm_pos)
-                  VALUES (${userId}, ${me}, ${channel}, 0, ${top})
-                  ON CONFLICT (user_id, connection_id, channel) DO UPDATE SET lwm_pos = ${top}`
-              }
+              if (top > lwmPos) advance = { channel, to: top }
             } else if (!withArchived) {
-              if (top > lwm) {
-                yield* sql`INSERT INTO inbox_state (user_id, connection_id, consumed, lwm) VALUES (${userId}, ${me}, 0, ${top})
-                  ON CONFLICT (user_id, connection_id) DO UPDATE SET lwm = ${top}`
-              }
+              if (top > lwm) advance = { to: top }
             }
           }
+          yield* markRead(caller, rows, now, advance)
         }
 
-        const channels = yield* listChannels(caller, input)
-        const unread_count = yield* unreadCount(caller)
+        const { channels, unread: unread_count } = yield* listChannels(caller, input)
         const last = rows[rows.length - 1]
         const result: InboxResult = {
           posts: yield* toPostRows(caller, rows),
@@ -721,13 +827,12 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
      * The caller's inbox. Reading marks exactly the returned posts read for this connection (unless
      * `peek`), in the same transaction that read them. With `wait_s`, an empty read waits for a post.
      */
-    const inbox = Effect.fn("Coordination.inbox")(
-      function*(caller: Caller, input: InboxInput) {
-        const waitS = input.wait_s ?? 0
-        return yield* (waitS > 0 ? longPoll(caller, input, waitS) : readOnce(caller, input))
-      },
-      Effect.catchTag("SqlError", "ParseError", Effect.die)
-    )
+    const inbox = spanned("Coordination.inbox", (caller: Caller, input: InboxInput) => {
+      const waitS = input.wait_s ?? 0
+      return (waitS > 0 ? longPoll(caller, input, waitS) : readOnce(caller, input)).pipe(
+        Effect.catchTag("SqlError", "ParseError", Effect.die)
+      )
+    })
 
     // ---- what other services ask (they never read these tables themselves) ----
 
@@ -822,7 +927,7 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
      * `sophia.search`. Posts are the user's fleet chatter: every connection of the user may find them (as
      * the inbox shows them), and they are never grounding.
      */
-    const searchPosts = Effect.fn("Coordination.searchPosts")(function*(caller: Caller, text: string, limit: number) {
+    const searchPosts = spanned("Coordination.searchPosts", Effect.fnUntraced(function*(caller: Caller, text: string, limit: number) {
       const match = ftsQuery(text)
       if (match === undefined) return []
       return yield* sql.onDialectOrElse({
@@ -848,9 +953,9 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
             WHERE posts_fts MATCH ${match}
             ORDER BY top.rank, p.id`
       }).pipe(Effect.flatMap(decodePostHits))
-    }, Effect.catchTag("SqlError", "ParseError", Effect.die))
+    }, Effect.catchTag("SqlError", "ParseError", Effect.die)))
 
-    return { post, beacon, inbox, wouldReturn, watchUnread, searchPosts, unreadCount, counts, lastSeq, firstPost, postIdsOf, holdChannel } as const
+    return { post, beacon, inbox, wouldReturn, watchUnread, searchPosts, unreadCount, unreadExpr, counts, lastSeq, firstPost, postIdsOf, holdChannel } as const
   })
 }) {}
 
