@@ -107,12 +107,15 @@ interface Phase {
   readonly seconds: number
   readonly latencies: Array<number>
   readonly serverCpuMs: number
+  /** this process's CPU: the 50 SDK clients (sending, parsing SSE, validating, JSON) */
+  readonly clientCpuMs: number
 }
 
 const closedLoop = async (clients: Array<Client>, op: Op, seconds: number, pid: number): Promise<Phase> => {
   const latencies: Array<number> = []
   const deadline = performance.now() + seconds * 1000
   const cpu0 = cpuMs(pid)
+  const own0 = process.cpuUsage()
   const t0 = performance.now()
   await Promise.all(clients.map(async (client, agent) => {
     while (performance.now() < deadline) {
@@ -121,7 +124,14 @@ const closedLoop = async (clients: Array<Client>, op: Op, seconds: number, pid: 
       latencies.push(performance.now() - s)
     }
   }))
-  return { calls: latencies.length, seconds: (performance.now() - t0) / 1000, latencies, serverCpuMs: cpuMs(pid) - cpu0 }
+  const own = process.cpuUsage(own0)
+  return {
+    calls: latencies.length,
+    seconds: (performance.now() - t0) / 1000,
+    latencies,
+    serverCpuMs: cpuMs(pid) - cpu0,
+    clientCpuMs: (own.user + own.system) / 1000
+  }
 }
 
 const merge = (a: Phase, b: Phase) => {
@@ -131,7 +141,8 @@ const merge = (a: Phase, b: Phase) => {
     rate: calls / (a.seconds + b.seconds),
     p50: percentile(latencies, 50),
     p99: percentile(latencies, 99),
-    cpuPerCall: (a.serverCpuMs + b.serverCpuMs) / calls
+    cpuPerCall: (a.serverCpuMs + b.serverCpuMs) / calls,
+    clientCpuPerCall: (a.clientCpuMs + b.clientCpuMs) / calls
   }
 }
 
@@ -191,7 +202,8 @@ const main = async () => {
       [`${AGENTS} agents, closed loop, mixed: calls/s`, sophiaLoad.rate.toFixed(0), bareLoad.rate.toFixed(0), `${(sophiaLoad.rate / bareLoad.rate).toFixed(2)}×`, "≥ 0.7×"],
       [`${AGENTS} agents, closed loop, mixed: p99 latency`, ms(sophiaLoad.p99), ms(bareLoad.p99), `${(sophiaLoad.p99 / bareLoad.p99).toFixed(2)}×`, "≤ 1.5×"],
       ["  ↳ p50 latency", ms(sophiaLoad.p50), ms(bareLoad.p50), `${(sophiaLoad.p50 / bareLoad.p50).toFixed(2)}×`, ""],
-      ["  ↳ server CPU per call", ms(sophiaLoad.cpuPerCall), ms(bareLoad.cpuPerCall), `${(sophiaLoad.cpuPerCall / bareLoad.cpuPerCall).toFixed(2)}×`, ""]
+      ["  ↳ server CPU per call", ms(sophiaLoad.cpuPerCall), ms(bareLoad.cpuPerCall), `${(sophiaLoad.cpuPerCall / bareLoad.cpuPerCall).toFixed(2)}×`, ""],
+      ["  ↳ clients' CPU per call (this process)", ms(sophiaLoad.clientCpuPerCall), ms(bareLoad.clientCpuPerCall), `${(sophiaLoad.clientCpuPerCall / bareLoad.clientCpuPerCall).toFixed(2)}×`, ""]
     ]
     console.log(`\n## HTTP load (${AGENTS} agents, ${SECONDS} s per side; ${os.cpus().length} cores, load average ${os.loadavg()[0].toFixed(1)})\n`)
     for (const r of rows) console.log(`| ${r.join(" | ")} |`)

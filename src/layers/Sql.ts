@@ -102,7 +102,8 @@ const connectionOf = (db: Sqlite.Database) => {
     executeUnprepared: (sql, params, transformRows) => {
       const effect = Effect.suspend(() => {
         try {
-          return runStatement(db.prepare(sql), params ?? [], false)
+          // (through the cache too: every transaction's BEGIN IMMEDIATE and COMMIT come this way)
+          return runStatement(prepareSync(sql), params ?? [], false)
         } catch (cause) {
           return Effect.fail(new SqlError({ cause, message: `Failed to prepare statement: ${String(cause)}` }))
         }
