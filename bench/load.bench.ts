@@ -61,6 +61,31 @@ const percentile = (xs: ReadonlyArray<number>, p: number) => {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]
 }
 
+/**
+ * The daemon's own view of its calls: the summed `sophia_tool_call_duration_seconds` buckets (every tool)
+ * from `/metrics` — the time from a call's dispatch to its reply, without the queueing before it.
+ */
+const callHistogram = async (metricsUrl: string) => {
+  const text = await (await fetch(metricsUrl)).text()
+  const buckets = new Map<number, number>()
+  for (const line of text.split("\n")) {
+    const m = /^sophia_tool_call_duration_seconds_bucket\{.*le="([^"]+)".*\} (\S+)$/.exec(line)
+    if (!m) continue
+    const le = m[1] === "+Inf" ? Infinity : Number(m[1])
+    buckets.set(le, (buckets.get(le) ?? 0) + Number(m[2]))
+  }
+  return buckets
+}
+/** The bucket bound under which `p` of the calls between two scrapes finished ("≤ 25 ms"). */
+const histogramQuantile = (before: Map<number, number>, after: Map<number, number>, p: number) => {
+  const bounds = [...after.keys()].sort((a, b) => a - b)
+  const total = (after.get(Infinity) ?? 0) - (before.get(Infinity) ?? 0)
+  for (const le of bounds) {
+    if ((after.get(le) ?? 0) - (before.get(le) ?? 0) >= p * total) return le === Infinity ? "> 60 s" : `≤ ${le * 1000} ms`
+  }
+  return "n/a"
+}
+
 type Op = (client: Client, agent: number) => Promise<void>
 
 const perTool = new Map<string, Array<number>>()
@@ -182,7 +207,9 @@ const main = async () => {
     const mix = sophiaMix()
     await closedLoop(sophiaClients, mix, 2, sophiaPid)
     await closedLoop(bareClients, bareOp, 2, barePid)
+    const metricsUrl = sophia.url.replace(/\/mcp$/, "/metrics")
     const bp1 = await closedLoop(bareClients, bareOp, SECONDS / 2, barePid)
+    const h0 = await callHistogram(metricsUrl)
     recordPerTool = true
     const sp1 = await closedLoop(sophiaClients, mix, SECONDS / 2, sophiaPid)
     recordPerTool = false
@@ -190,6 +217,7 @@ const main = async () => {
     recordPerTool = true
     const sp2 = await closedLoop(sophiaClients, mix, SECONDS / 2, sophiaPid)
     recordPerTool = false
+    const h1 = await callHistogram(metricsUrl)
     const bareLoad = merge(bp1, bp2)
     const sophiaLoad = merge(sp1, sp2)
 
@@ -207,6 +235,7 @@ const main = async () => {
     ]
     console.log(`\n## HTTP load (${AGENTS} agents, ${SECONDS} s per side; ${os.cpus().length} cores, load average ${os.loadavg()[0].toFixed(1)})\n`)
     for (const r of rows) console.log(`| ${r.join(" | ")} |`)
+    console.log(`\nMixed phase, inside the daemon (dispatch to reply, its /metrics histogram, both bare phases included): p50 ${histogramQuantile(h0, h1, 0.5)}, p99 ${histogramQuantile(h0, h1, 0.99)}`)
     console.log(`\nMixed phase, per tool (Sophia): ${
       [...perTool].map(([name, xs]) => `${name.replace(/^sophia_/, "")} n=${xs.length} p50 ${ms(percentile(xs, 50))} p99 ${ms(percentile(xs, 99))}`).join("; ")
     }`)

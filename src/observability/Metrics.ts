@@ -80,7 +80,10 @@ export const renderPrometheus = (pairs: ReadonlyArray<MetricPair.MetricPair.Unty
       } else if (MetricState.isGaugeState(s)) {
         lines.push(`${name}${labels(tags)} ${num(s.value)}`)
       } else if (MetricState.isHistogramState(s)) {
-        for (const [le, count] of s.buckets) lines.push(`${name}_bucket${labels([...tags, ["le", num(le)]])} ${count}`)
+        // Effect's boundaries end with +Inf already; the exposition has exactly one +Inf bucket (= count)
+        for (const [le, count] of s.buckets) {
+          if (Number.isFinite(le)) lines.push(`${name}_bucket${labels([...tags, ["le", num(le)]])} ${count}`)
+        }
         lines.push(`${name}_bucket${labels([...tags, ["le", "+Inf"]])} ${s.count}`)
         lines.push(`${name}_sum${labels(tags)} ${s.sum}`)
         lines.push(`${name}_count${labels(tags)} ${s.count}`)

@@ -43,6 +43,9 @@ describe("operations", { timeout: 120_000 }, () => {
       assert.strictEqual(metricValue(after, "sophia_tool_calls_total", { tool: "sophia.cancel_wait", outcome: code }), 1)
       assert.strictEqual(metricValue(after, "sophia_tool_call_duration_seconds_count", { tool: "sophia.orient" }), 1)
       assert.strictEqual(metricValue(after, "sophia_tool_call_duration_seconds_bucket", { tool: "sophia.orient", le: "+Inf" }), 1)
+      // each series once: one +Inf bucket per label set (a duplicate sample is refused by Prometheus)
+      const infLines = after.split("\n").filter((l) => l.startsWith("sophia_tool_call_duration_seconds_bucket{tool=\"sophia.orient\",le=\"+Inf\"}"))
+      assert.strictEqual(infLines.length, 1)
       assert.include(after, "# TYPE sophia_tool_calls_total counter")
       assert.include(after, "# TYPE sophia_tool_call_duration_seconds histogram")
       for (const gauge of ["sophia_mcp_sessions", "sophia_approvals_pending", "sophia_sandbox_children"]) {
