@@ -25,6 +25,62 @@ export const jcs = (value: unknown): string => {
 export const eventHash = (event: Omit<LedgerEvent, "hash">): string =>
   createHash("sha256").update(LEDGER_HASH_DOMAIN).update(event.parent ?? "").update(jcs(event)).digest("hex")
 
+/** `JSON.stringify` of a string when that is also its JCS form (JCS refuses lone surrogates): else undefined. */
+const jsonString = (s: unknown): string | undefined => {
+  if (typeof s !== "string") return undefined
+  const out = JSON.stringify(s)
+  // a lone surrogate is the only thing JSON.stringify writes as \udXXX (a false alarm only costs the slow path)
+  return out.includes("\\ud") ? undefined : out
+}
+
+/**
+ * JCS of an event without its hash, given the JCS of its data: the envelope's keys are fixed and sort
+ * as `actor, at, data, evidence, parent, seq, type, work_id`, so the canonical text is their plain
+ * concatenation. Undefined when a member is not of the plain kind that makes this exact (the caller then
+ * takes `jcs` of the whole event, which also throws what `jcs` throws).
+ */
+const envelopeJcs = (event: Omit<LedgerEvent, "hash">, dataJcs: string): string | undefined => {
+  const actor = jsonString(event.actor)
+  const at = jsonString(event.at)
+  const evidence = jsonString(event.evidence)
+  const parent = event.parent === null ? "null" : jsonString(event.parent)
+  const type = jsonString(event.type)
+  const workId = jsonString(event.work_id)
+  if (
+    actor === undefined || at === undefined || evidence === undefined || parent === undefined || type === undefined ||
+    workId === undefined || typeof event.seq !== "number" || !Number.isFinite(event.seq)
+  ) return undefined
+  return `{"actor":${actor},"at":${at},"data":${dataJcs},"evidence":${evidence},"parent":${parent},"seq":${
+    JSON.stringify(event.seq)
+  },"type":${type},"work_id":${workId}}`
+}
+
+/**
+ * Whether `text`, which `JSON.parse` read as `value`, is already `jcs(value)`: `JSON.stringify` writes
+ * parsed JSON exactly as JCS does (same numbers, same string escapes, no whitespace) except for the
+ * order of keys, which JCS sorts by UTF-16 code units, and lone surrogates, which JCS refuses. So the
+ * text is canonical when stringify gives it back, every object's keys are already in sorted order, and
+ * it holds no escaped lone surrogate. Iterative: a deep value cannot overflow the stack.
+ */
+export const isCanonicalJson = (text: string, value: unknown): boolean => {
+  if (text.includes("\\ud") || JSON.stringify(value) !== text) return false
+  const stack: Array<unknown> = [value]
+  while (stack.length > 0) {
+    const v = stack.pop()
+    if (v === null || typeof v !== "object") continue
+    if (Array.isArray(v)) {
+      for (let i = 0; i < v.length; i++) stack.push(v[i])
+      continue
+    }
+    const keys = Object.keys(v)
+    for (let i = 0; i < keys.length; i++) {
+      if (i > 0 && !(keys[i - 1] < keys[i])) return false
+      stack.push((v as Record<string, unknown>)[keys[i]])
+    }
+  }
+  return true
+}
+
 /** The hash of a settled state: equal states, equal hashes, however they were reached. */
 export const stateHash = (state: WorkState): string => createHash("sha256").update(jcs(state)).digest("hex")
 
@@ -232,6 +288,127 @@ export const replay = (events: ReadonlyArray<LedgerEvent>): { state: Working | n
     parent = hash
   }
   return { state, break: null }
+}
+
+/** A row of `ledger_events` as the store returns it (columns not yet decoded). */
+export interface StoredEventRow {
+  readonly work_id: unknown
+  readonly seq: unknown
+  readonly parent: unknown
+  readonly type: unknown
+  readonly data: unknown
+  readonly evidence: unknown
+  readonly actor: unknown
+  readonly at: unknown
+  readonly hash: unknown
+}
+
+const isString = (v: unknown): v is string => typeof v === "string"
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v)
+/** `o` has exactly the own keys `keys` (JSON.parse makes plain objects: own, enumerable, no prototype tricks). */
+const hasExactly = (o: Record<string, unknown>, keys: ReadonlyArray<string>): boolean => {
+  if (Object.keys(o).length !== keys.length) return false
+  for (const k of keys) if (!Object.hasOwn(o, k)) return false
+  return true
+}
+const VERDICTS = new Set<unknown>(["approved", "changes_requested", "rejected"])
+
+/** Whether `data` is exactly (no member more, none missing) the data of a `type` event of the contract. */
+const plainData = (type: LedgerEvent["type"], d: Record<string, unknown>): boolean => {
+  switch (type) {
+    case "opened":
+      return hasExactly(d, ["title"]) && isString(d.title)
+    case "claimed":
+    case "released":
+      return hasExactly(d, [])
+    case "asserted":
+      return hasExactly(d, ["field", "value"]) && isString(d.field)
+    case "observed":
+      return hasExactly(d, ["field", "value", "source"]) && isString(d.field) && isString(d.source)
+    case "review_requested": {
+      const a = d.artifact
+      return hasExactly(d, ["request_id", "artifact", "reviewer"]) && isString(d.request_id) &&
+        (d.reviewer === null || isString(d.reviewer)) && isRecord(a) && hasExactly(a, ["uri", "sha256"]) &&
+        isString(a.uri) && isString(a.sha256)
+    }
+    case "review_verdict":
+      return hasExactly(d, ["request_id", "verdict", "artifact_sha256", "notes"]) && isString(d.request_id) &&
+        VERDICTS.has(d.verdict) && isString(d.artifact_sha256) && (d.notes === null || isString(d.notes))
+    case "closed":
+      return hasExactly(d, ["resolution"]) && isString(d.resolution)
+  }
+}
+
+/** A BIGINT column: a number (SQLite) or its decimal text (Postgres); undefined for anything else. */
+const seqOf = (v: unknown): number | undefined =>
+  typeof v === "number" ? v : typeof v === "string" && /^[1-9][0-9]{0,14}$/.test(v) ? Number(v) : undefined
+
+/**
+ * A stored event read without the Schema, for replaying long chains: the event exactly as decoding the
+ * row through the contract's Schema gives it, and the hash recomputed from it — but only for a row that
+ * is plainly in the vocabulary (every column of its type, data with exactly its type's members, no
+ * member the Schema would strip). Undefined for anything else, and then the caller decodes the row
+ * through the Schema, which says precisely what is wrong. The data column is canonical JSON when the
+ * append wrote it; then its text is hashed as it stands instead of canonicalizing the parsed value again.
+ */
+export const readStoredEvent = (row: StoredEventRow): { readonly event: LedgerEvent; readonly hash: string } | undefined => {
+  const { actor, at, evidence, hash, parent, type, work_id } = row
+  const seq = seqOf(row.seq)
+  if (
+    seq === undefined || !isString(work_id) || !(parent === null || isString(parent)) || !isString(type) ||
+    !isString(evidence) || !isString(actor) || !isString(at) || !isString(hash) || !isString(row.data) ||
+    !Object.hasOwn(EVIDENCE_OF, type) || !EVIDENCE_OF[type as LedgerEvent["type"]].includes(evidence as Evidence)
+  ) return undefined
+  let data: unknown
+  try {
+    data = JSON.parse(row.data)
+  } catch {
+    return undefined
+  }
+  if (!isRecord(data) || !plainData(type as LedgerEvent["type"], data)) return undefined
+  const event = { work_id, seq, parent, type, data, evidence, actor, at, hash } as LedgerEvent
+  const body = { work_id, seq, parent, type, data, evidence, actor, at } as Omit<LedgerEvent, "hash">
+  let text: string | undefined
+  try {
+    text = envelopeJcs(body, isCanonicalJson(row.data, data) ? row.data : jcs(data))
+  } catch {
+    return undefined
+  }
+  if (text === undefined) return undefined
+  return { event, hash: createHash("sha256").update(LEDGER_HASH_DOMAIN).update(parent ?? "").update(text).digest("hex") }
+}
+
+/** Where a replay stands after a prefix of a chain: the state so far, the last hash, the last seq. */
+export interface ReplayCursor {
+  readonly state: Working | null
+  readonly parent: string | null
+  readonly seq: number
+}
+
+export const REPLAY_START: ReplayCursor = { state: null, parent: null, seq: 0 }
+
+/**
+ * `replay`, continued over the next rows of a stored chain (read in pages): the cursor after them when
+ * every row reads plainly (`readStoredEvent`), follows on in seq, links to its parent, hashes to what
+ * it stores and is a valid transition; undefined at the first thing that is not so. It certifies only a
+ * clean chain: whatever it does not certify, the caller replays the slow, exact way (the Schema and
+ * `replay`), so a break is always reported by the one code that reported it before. The cursor's state
+ * is updated in place.
+ */
+export const replayStored = (rows: ReadonlyArray<StoredEventRow>, cursor: ReplayCursor): ReplayCursor | undefined => {
+  let { parent, seq, state } = cursor
+  for (let i = 0; i < rows.length; i++) {
+    const read = readStoredEvent(rows[i])
+    if (read === undefined) return undefined
+    const event = read.event
+    if (event.seq !== seq + 1 || event.parent !== parent || read.hash !== event.hash) return undefined
+    const applied = applyEvent(state, event)
+    if ("refusal" in applied) return undefined
+    state = applied.state
+    parent = event.hash
+    seq = event.seq
+  }
+  return { state, parent, seq }
 }
 
 /** A working state as the frozen `WorkState` (sorted, plain). */
