@@ -21,10 +21,6 @@ export const jcs = (value: unknown): string => {
   return out
 }
 
-/** `sha256("sophia-ledger-v1\0" ‖ parent ‖ JCS(event without hash))`, hex. */
-export const eventHash = (event: Omit<LedgerEvent, "hash">): string =>
-  createHash("sha256").update(LEDGER_HASH_DOMAIN).update(event.parent ?? "").update(jcs(event)).digest("hex")
-
 /** `JSON.stringify` of a string when that is also its JCS form (JCS refuses lone surrogates): else undefined. */
 const jsonString = (s: unknown): string | undefined => {
   if (typeof s !== "string") return undefined
@@ -33,13 +29,23 @@ const jsonString = (s: unknown): string | undefined => {
   return out.includes("\\ud") ? undefined : out
 }
 
+/** The hashed members of an event, in JCS order (UTF-16 code units). */
+const ENVELOPE_KEYS = ["actor", "at", "data", "evidence", "parent", "seq", "type", "work_id"] as const
+
 /**
- * JCS of an event without its hash, given the JCS of its data: the envelope's keys are fixed and sort
- * as `actor, at, data, evidence, parent, seq, type, work_id`, so the canonical text is their plain
- * concatenation. Undefined when a member is not of the plain kind that makes this exact (the caller then
- * takes `jcs` of the whole event, which also throws what `jcs` throws).
+ * The JCS of an event without its hash, as a function of the JCS of its data — when the event is a
+ * plain object holding exactly the hashed members, every one but `data` a plain string (or null parent,
+ * finite seq): then its canonical text is the members' concatenation in their fixed sorted order, and
+ * taking the JCS of the data alone is all `jcs(event)` would do beyond this. Undefined otherwise (the
+ * caller takes `jcs(event)`, which also throws exactly what it throws). Checking the other members first
+ * keeps that so: `jcs(event)` meets `actor` and `at` before `data`, and nothing after `data` can throw here.
  */
-const envelopeJcs = (event: Omit<LedgerEvent, "hash">, dataJcs: string): string | undefined => {
+const envelopeOf = (event: Omit<LedgerEvent, "hash">): ((dataJcs: string) => string) | undefined => {
+  if (Object.getPrototypeOf(event) !== Object.prototype) return undefined
+  const keys = Object.keys(event)
+  if (keys.length !== ENVELOPE_KEYS.length) return undefined
+  for (const k of ENVELOPE_KEYS) if (!Object.hasOwn(event, k)) return undefined
+  const data: unknown = event.data
   const actor = jsonString(event.actor)
   const at = jsonString(event.at)
   const evidence = jsonString(event.evidence)
@@ -47,12 +53,33 @@ const envelopeJcs = (event: Omit<LedgerEvent, "hash">, dataJcs: string): string 
   const type = jsonString(event.type)
   const workId = jsonString(event.work_id)
   if (
-    actor === undefined || at === undefined || evidence === undefined || parent === undefined || type === undefined ||
-    workId === undefined || typeof event.seq !== "number" || !Number.isFinite(event.seq)
+    typeof data !== "object" || actor === undefined || at === undefined || evidence === undefined ||
+    parent === undefined || type === undefined || workId === undefined || typeof event.seq !== "number" ||
+    !Number.isFinite(event.seq)
   ) return undefined
-  return `{"actor":${actor},"at":${at},"data":${dataJcs},"evidence":${evidence},"parent":${parent},"seq":${
-    JSON.stringify(event.seq)
-  },"type":${type},"work_id":${workId}}`
+  const seq = JSON.stringify(event.seq)
+  return (dataJcs) =>
+    `{"actor":${actor},"at":${at},"data":${dataJcs},"evidence":${evidence},"parent":${parent},"seq":${seq},"type":${type},"work_id":${workId}}`
+}
+
+const sha256Event = (parent: string | null, text: string): string =>
+  createHash("sha256").update(LEDGER_HASH_DOMAIN).update(parent ?? "").update(text).digest("hex")
+
+/** `sha256("sophia-ledger-v1\0" ‖ parent ‖ JCS(event without hash))`, hex. */
+export const eventHash = (event: Omit<LedgerEvent, "hash">): string => {
+  const envelope = envelopeOf(event)
+  return sha256Event(event.parent, envelope === undefined ? jcs(event) : envelope(jcs(event.data)))
+}
+
+/**
+ * An event's hash and the JCS of its data (what the store keeps in `data`), canonicalizing the data
+ * once. Throws what `jcs` throws, for the event or for its data.
+ */
+export const hashAndData = (event: Omit<LedgerEvent, "hash">): { readonly hash: string; readonly data: string } => {
+  const envelope = envelopeOf(event)
+  if (envelope === undefined) return { hash: sha256Event(event.parent, jcs(event)), data: jcs(event.data) }
+  const data = jcs(event.data)
+  return { hash: sha256Event(event.parent, envelope(data)), data }
 }
 
 /**
@@ -367,15 +394,15 @@ export const readStoredEvent = (row: StoredEventRow): { readonly event: LedgerEv
   }
   if (!isRecord(data) || !plainData(type as LedgerEvent["type"], data)) return undefined
   const event = { work_id, seq, parent, type, data, evidence, actor, at, hash } as LedgerEvent
-  const body = { work_id, seq, parent, type, data, evidence, actor, at } as Omit<LedgerEvent, "hash">
-  let text: string | undefined
+  const envelope = envelopeOf({ work_id, seq, parent, type, data, evidence, actor, at } as Omit<LedgerEvent, "hash">)
+  if (envelope === undefined) return undefined
+  let text: string
   try {
-    text = envelopeJcs(body, isCanonicalJson(row.data, data) ? row.data : jcs(data))
+    text = envelope(isCanonicalJson(row.data, data) ? row.data : jcs(data))
   } catch {
     return undefined
   }
-  if (text === undefined) return undefined
-  return { event, hash: createHash("sha256").update(LEDGER_HASH_DOMAIN).update(parent ?? "").update(text).digest("hex") }
+  return { event, hash: sha256Event(parent, text) }
 }
 
 /** Where a replay stands after a prefix of a chain: the state so far, the last hash, the last seq. */

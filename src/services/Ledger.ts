@@ -25,7 +25,7 @@ import type {
 } from "../domain/Ledger.js"
 import { Evidence, HeadMoved, InvalidTransition, LedgerEvent, ledgerValueIssue, ReviewStatus } from "../domain/Ledger.js"
 import type { ChainBreak, Draft, Working } from "../domain/LedgerCore.js"
-import { applyEvent, draftOf, eventHash, jcs, replay, REVIEW_FIELD, settle, stateHash } from "../domain/LedgerCore.js"
+import { applyEvent, draftOf, eventHash, hashAndData, jcs, replay, REVIEW_FIELD, settle, stateHash } from "../domain/LedgerCore.js"
 import type { OrphanedWork } from "../domain/Orphans.js"
 import { CLAIM_TAKEOVER_FIELD, orphanOf, silentAfterSConfig } from "../domain/Orphans.js"
 import { DbInt, nowIso } from "../domain/Time.js"
@@ -447,12 +447,14 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
         let parent = head
         let seq = state ? state.seq : 0
         const appended: Array<LedgerEvent> = []
+        const dataJcs: Array<string> = []
         const touchedFields = new Set<string>()
         const touchedReviews = new Set<string>()
         for (const d of all) {
           seq += 1
           const body = { work_id: workId, seq, parent, type: d.type, data: d.data, evidence: d.evidence, actor: d.actor, at } as Omit<LedgerEvent, "hash">
-          const event = { ...body, hash: eventHash(body) } as LedgerEvent
+          const hashed = hashAndData(body)
+          const event = { ...body, hash: hashed.hash } as LedgerEvent
           const applied = applyEvent(state, event)
           if ("refusal" in applied) {
             if (hand !== undefined) {
@@ -463,6 +465,7 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
           }
           state = applied.state
           appended.push(event)
+          dataJcs.push(hashed.data)
           parent = event.hash
           if (event.type === "asserted" || event.type === "observed") touchedFields.add(event.data.field)
           if (event.type === "review_requested" || event.type === "review_verdict") touchedReviews.add(event.data.request_id)
@@ -478,8 +481,9 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
           const now = yield* loadWork(userId, workId)
           return yield* new HeadMoved({ work_id: workId, expected: head, actual: now?.head ?? null })
         }
-        for (const e of appended) {
-          yield* insertEvent(userId, workId, e.seq, e.parent, e.type, jcs(e.data), e.evidence, e.actor, e.at, e.hash)
+        for (let i = 0; i < appended.length; i++) {
+          const e = appended[i]
+          yield* insertEvent(userId, workId, e.seq, e.parent, e.type, dataJcs[i], e.evidence, e.actor, e.at, e.hash)
         }
         for (const name of touchedFields) {
           const f = s.fields[name]
