@@ -1,5 +1,5 @@
 import canonicalize from "canonicalize"
-import { createHash } from "node:crypto"
+import * as crypto from "node:crypto"
 import { ValidationError } from "./Errors.js"
 import { CLAIM_TAKEOVER_FIELD } from "./Orphans.js"
 import type { AppendEvent, Evidence, LedgerEvent, ReviewState, SettledField, WorkState } from "./Ledger.js"
@@ -62,8 +62,12 @@ const envelopeOf = (event: Omit<LedgerEvent, "hash">): ((dataJcs: string) => str
     `{"actor":${actor},"at":${at},"data":${dataJcs},"evidence":${evidence},"parent":${parent},"seq":${seq},"type":${type},"work_id":${workId}}`
 }
 
-const sha256Event = (parent: string | null, text: string): string =>
-  createHash("sha256").update(LEDGER_HASH_DOMAIN).update(parent ?? "").update(text).digest("hex")
+/** sha256 hex of a string (UTF-8): Node's one-shot `crypto.hash` where it exists (20.12+), else a Hash object. */
+const sha256Hex: (text: string) => string = typeof crypto.hash === "function"
+  ? (text) => crypto.hash("sha256", text, "hex")
+  : (text) => crypto.createHash("sha256").update(text).digest("hex")
+
+const sha256Event = (parent: string | null, text: string): string => sha256Hex(LEDGER_HASH_DOMAIN + (parent ?? "") + text)
 
 /** `sha256("sophia-ledger-v1\0" ‖ parent ‖ JCS(event without hash))`, hex. */
 export const eventHash = (event: Omit<LedgerEvent, "hash">): string => {
@@ -109,7 +113,7 @@ export const isCanonicalJson = (text: string, value: unknown): boolean => {
 }
 
 /** The hash of a settled state: equal states, equal hashes, however they were reached. */
-export const stateHash = (state: WorkState): string => createHash("sha256").update(jcs(state)).digest("hex")
+export const stateHash = (state: WorkState): string => sha256Hex(jcs(state))
 
 /** A mutable working copy of a work item's state (fields and reviews may be partial: only the keys an append touches). */
 export interface Working {
@@ -370,41 +374,6 @@ const plainData = (type: LedgerEvent["type"], d: Record<string, unknown>): boole
 const seqOf = (v: unknown): number | undefined =>
   typeof v === "number" ? v : typeof v === "string" && /^[1-9][0-9]{0,14}$/.test(v) ? Number(v) : undefined
 
-/**
- * A stored event read without the Schema, for replaying long chains: the event exactly as decoding the
- * row through the contract's Schema gives it, and the hash recomputed from it — but only for a row that
- * is plainly in the vocabulary (every column of its type, data with exactly its type's members, no
- * member the Schema would strip). Undefined for anything else, and then the caller decodes the row
- * through the Schema, which says precisely what is wrong. The data column is canonical JSON when the
- * append wrote it; then its text is hashed as it stands instead of canonicalizing the parsed value again.
- */
-export const readStoredEvent = (row: StoredEventRow): { readonly event: LedgerEvent; readonly hash: string } | undefined => {
-  const { actor, at, evidence, hash, parent, type, work_id } = row
-  const seq = seqOf(row.seq)
-  if (
-    seq === undefined || !isString(work_id) || !(parent === null || isString(parent)) || !isString(type) ||
-    !isString(evidence) || !isString(actor) || !isString(at) || !isString(hash) || !isString(row.data) ||
-    !Object.hasOwn(EVIDENCE_OF, type) || !EVIDENCE_OF[type as LedgerEvent["type"]].includes(evidence as Evidence)
-  ) return undefined
-  let data: unknown
-  try {
-    data = JSON.parse(row.data)
-  } catch {
-    return undefined
-  }
-  if (!isRecord(data) || !plainData(type as LedgerEvent["type"], data)) return undefined
-  const event = { work_id, seq, parent, type, data, evidence, actor, at, hash } as LedgerEvent
-  const envelope = envelopeOf({ work_id, seq, parent, type, data, evidence, actor, at } as Omit<LedgerEvent, "hash">)
-  if (envelope === undefined) return undefined
-  let text: string
-  try {
-    text = envelope(isCanonicalJson(row.data, data) ? row.data : jcs(data))
-  } catch {
-    return undefined
-  }
-  return { event, hash: sha256Event(parent, text) }
-}
-
 /** Where a replay stands after a prefix of a chain: the state so far, the last hash, the last seq. */
 export interface ReplayCursor {
   readonly state: Working | null
@@ -415,25 +384,66 @@ export interface ReplayCursor {
 export const REPLAY_START: ReplayCursor = { state: null, parent: null, seq: 0 }
 
 /**
- * `replay`, continued over the next rows of a stored chain (read in pages): the cursor after them when
- * every row reads plainly (`readStoredEvent`), follows on in seq, links to its parent, hashes to what
- * it stores and is a valid transition; undefined at the first thing that is not so. It certifies only a
- * clean chain: whatever it does not certify, the caller replays the slow, exact way (the Schema and
- * `replay`), so a break is always reported by the one code that reported it before. The cursor's state
- * is updated in place.
+ * `replay`, continued over the next rows of a stored chain (read in pages), without the Schema: the
+ * cursor after them when every row is plainly in the vocabulary (every column of its kind, data with
+ * exactly its type's members — nothing the Schema would strip or refuse), follows on in seq, links to
+ * its parent, hashes to what it stores and is a valid transition; undefined at the first thing that is
+ * not so. It certifies only a clean chain: whatever it does not certify, the caller checks again the
+ * slow, exact way (the Schema and `replay`), so a break is always reported by the code that always
+ * reported it. The event it folds is the one the Schema decodes from the row, and its hash is
+ * `eventHash` of it: the envelope is written out in its fixed JCS order, and the data column — the JCS
+ * of the data, as the append wrote it — is hashed as it stands once `isCanonicalJson` confirms it (else
+ * canonicalized again). The cursor's state is updated in place.
  */
 export const replayStored = (rows: ReadonlyArray<StoredEventRow>, cursor: ReplayCursor): ReplayCursor | undefined => {
   let { parent, seq, state } = cursor
+  let parentJson = parent === null ? "null" : jsonString(parent)
+  if (parentJson === undefined) return undefined
+  // the same work item and (mostly) the same actor row after row: their JSON is written once
+  let workId: unknown = undefined
+  let workIdJson: string | undefined
+  let actor: unknown = undefined
+  let actorJson: string | undefined
   for (let i = 0; i < rows.length; i++) {
-    const read = readStoredEvent(rows[i])
-    if (read === undefined) return undefined
-    const event = read.event
-    if (event.seq !== seq + 1 || event.parent !== parent || read.hash !== event.hash) return undefined
+    const row = rows[i]
+    const rowSeq = seqOf(row.seq)
+    const { at, evidence, hash, type } = row
+    if (
+      rowSeq !== seq + 1 || row.parent !== parent || !isString(hash) || !isString(type) || !isString(evidence) ||
+      !Object.hasOwn(EVIDENCE_OF, type) || !EVIDENCE_OF[type as LedgerEvent["type"]].includes(evidence as Evidence) ||
+      !isString(at) || !isString(row.data)
+    ) return undefined
+    if (row.work_id !== workId) {
+      workId = row.work_id
+      workIdJson = jsonString(workId)
+    }
+    if (row.actor !== actor) {
+      actor = row.actor
+      actorJson = jsonString(actor)
+    }
+    const atJson = jsonString(at)
+    if (workIdJson === undefined || actorJson === undefined || atJson === undefined) return undefined
+    let data: unknown
+    let dataJcs: string
+    try {
+      data = JSON.parse(row.data)
+      if (!isRecord(data) || !plainData(type as LedgerEvent["type"], data)) return undefined
+      dataJcs = isCanonicalJson(row.data, data) ? row.data : jcs(data)
+    } catch {
+      return undefined
+    }
+    // `type` and `evidence` are literals of the vocabulary (plain ASCII): their JSON is their quoted text
+    const text =
+      `{"actor":${actorJson},"at":${atJson},"data":${dataJcs},"evidence":"${evidence}","parent":${parentJson},"seq":${rowSeq},"type":"${type}","work_id":${workIdJson}}`
+    if (sha256Event(parent, text) !== hash) return undefined
+    const event = { work_id: workId, seq: rowSeq, parent, type, data, evidence, actor, at, hash } as LedgerEvent
     const applied = applyEvent(state, event)
     if ("refusal" in applied) return undefined
     state = applied.state
-    parent = event.hash
-    seq = event.seq
+    parent = hash
+    // a hash that matched is our own sha256 hex: its JSON is the quoted text
+    parentJson = `"${hash}"`
+    seq = rowSeq
   }
   return { state, parent, seq }
 }
