@@ -333,6 +333,10 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
       readonly reviews: ReadonlySet<string>
     }
     const IN_HAND_MAX = 4096
+    const isSubset = (a: ReadonlySet<string>, b: ReadonlySet<string>) => {
+      for (const x of a) if (!b.has(x)) return false
+      return true
+    }
     const hands = new Map<string, InHand>()
     const handKey = (userId: string, workId: string) => `${userId}\u0000${workId}`
     /** A copy of the state at `expected`, when in hand with everything the drafts touch known. */
@@ -345,8 +349,7 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
     ): { readonly head: string; readonly state: Working; readonly known: InHand } | undefined => {
       const known = hands.get(handKey(userId, workId))
       if (known === undefined || known.head !== expected) return undefined
-      for (const n of names) if (!known.fields.has(n)) return undefined
-      for (const id of ids) if (!known.reviews.has(id)) return undefined
+      if (!isSubset(names, known.fields) || !isSubset(ids, known.reviews)) return undefined
       // `applyEvent` works in place: fold onto a copy (fields and reviews are replaced, never mutated)
       const s = known.state
       return {
@@ -366,12 +369,15 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
       from: { readonly known: InHand } | undefined
     ) => {
       const key = handKey(userId, workId)
-      const fields = new Set(from?.known.fields)
-      for (const n of names) fields.add(n)
-      for (const n of touchedFields) fields.add(n)
-      const reviews = new Set(from?.known.reviews)
-      for (const id of ids) reviews.add(id)
-      for (const id of touchedReviews) reviews.add(id)
+      // the known names grow only: the sets in hand are shared (never changed) while nothing is new
+      const union = (known: ReadonlySet<string> | undefined, ...more: Array<ReadonlySet<string>>): ReadonlySet<string> => {
+        if (known !== undefined && more.every((m) => isSubset(m, known))) return known
+        const all = new Set(known)
+        for (const m of more) for (const n of m) all.add(n)
+        return all
+      }
+      const fields = union(from?.known.fields, names, touchedFields)
+      const reviews = union(from?.known.reviews, ids, touchedReviews)
       hands.delete(key)
       if (hands.size >= IN_HAND_MAX) hands.delete(hands.keys().next().value!)
       hands.set(key, { head: state.head, state, fields, reviews })
