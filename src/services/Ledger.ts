@@ -161,8 +161,9 @@ interface Lead {
  * A public method as its named span, without the stack trace `Effect.fn` captures on every call (that
  * capture alone cost more than an append's statements); the body is `Effect.fnUntraced`.
  */
+const NO_STACK = { captureStackTrace: false } as const
 const traced = <Args extends ReadonlyArray<any>, A, E, R>(name: string, body: (...args: Args) => Effect.Effect<A, E, R>) =>
-(...args: Args): Effect.Effect<A, E, R> => Effect.withSpan(body(...args), name, { captureStackTrace: false })
+(...args: Args): Effect.Effect<A, E, R> => Effect.withSpan(body(...args), name, NO_STACK)
 
 /**
  * The ledger: per-user work items, each an append-only hash chain of typed events with one head moved
@@ -581,7 +582,7 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
     }, Effect.catchTag("SqlError", "ParseError", Effect.die)))
 
     /** `sophia.review_request`: mint a durable request id for an exact artifact. */
-    const requestReview = Effect.fn("Ledger.requestReview")(function*(caller: Caller, input: ReviewRequestInput) {
+    const requestReview = traced("Ledger.requestReview", Effect.fnUntraced(function*(caller: Caller, input: ReviewRequestInput) {
       const reviewer = input.reviewer === undefined
         ? null
         : (yield* auth.resolve(caller.userId, input.reviewer)).connection_id
@@ -593,7 +594,7 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
         actor: caller.connectionId
       }])
       return { request_id, ...result }
-    }, Effect.catchTag("SqlError", "ParseError", Effect.die))
+    }, Effect.catchTag("SqlError", "ParseError", Effect.die)))
 
     const findReview = SqlSchema.findOne({
       Request: Schema.Struct({ userId: Schema.String, requestId: Schema.String }),
@@ -603,7 +604,7 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
     })
 
     /** `sophia.review_verdict`: the answer to one request, by a connection that did not do the work. */
-    const giveVerdict = Effect.fn("Ledger.giveVerdict")(function*(caller: Caller, input: ReviewVerdictInput) {
+    const giveVerdict = traced("Ledger.giveVerdict", Effect.fnUntraced(function*(caller: Caller, input: ReviewVerdictInput) {
       const found = yield* findReview({ userId: caller.userId, requestId: input.request_id })
       if (Option.isNone(found)) return yield* new InvalidTransition({ detail: `no review request ${input.request_id}` })
       return yield* commit(caller.userId, found.value.work_id, input.expected_head, [{
@@ -617,13 +618,13 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
         evidence: input.verdict === "approved" ? "verified" : "asserted",
         actor: caller.connectionId
       }])
-    }, Effect.catchTag("SqlError", "ParseError", Effect.die))
+    }, Effect.catchTag("SqlError", "ParseError", Effect.die)))
 
     const mustState = (userId: string, workId: string) =>
       Effect.flatMap(loadState(userId, workId), (s) => s ? Effect.succeed(s) : Effect.fail(new NotFound({ what: "work item", id: workId })))
 
     /** Settled state (from the ledger) kept apart from what is observed at read time. */
-    const status = Effect.fn("Ledger.status")(function*(caller: Caller, workId: string) {
+    const status = traced("Ledger.status", Effect.fnUntraced(function*(caller: Caller, workId: string) {
       const settled = yield* mustState(caller.userId, workId)
       const observedAt = yield* nowIso
       const pending = Object.values(settled.reviews).filter((r) => r.status === "pending")
@@ -665,10 +666,10 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
         }
       }
       return result
-    }, Effect.catchTag("SqlError", "ParseError", Effect.die))
+    }, Effect.catchTag("SqlError", "ParseError", Effect.die)))
 
     /** Events, newest first, with their hashes; page with `before_seq`. */
-    const log = Effect.fn("Ledger.log")(function*(caller: Caller, input: LedgerLogInput) {
+    const log = traced("Ledger.log", Effect.fnUntraced(function*(caller: Caller, input: LedgerLogInput) {
       const row = yield* loadWork(caller.userId, input.work_id)
       if (!row) return yield* new NotFound({ what: "work item", id: input.work_id })
       const limit = Math.min(Math.max(input.limit ?? 50, 1), 200)
@@ -685,7 +686,7 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
         next_before_seq: rows.length > limit ? page[page.length - 1].seq : null
       }
       return result
-    }, Effect.catchTag("SqlError", "ParseError", Effect.die))
+    }, Effect.catchTag("SqlError", "ParseError", Effect.die)))
 
     const findSeqOfHash = SqlSchema.findOne({
       Request: Schema.Struct({ userId: Schema.String, workId: Schema.String, hash: Schema.String }),
@@ -695,7 +696,7 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
     })
 
     /** Field changes (value and evidence, before and after) between two heads of one work item. */
-    const diff = Effect.fn("Ledger.diff")(function*(caller: Caller, input: LedgerDiffInput) {
+    const diff = traced("Ledger.diff", Effect.fnUntraced(function*(caller: Caller, input: LedgerDiffInput) {
       const row = yield* loadWork(caller.userId, input.work_id)
       if (!row) return yield* new NotFound({ what: "work item", id: input.work_id })
       const seqOf = (hash: string) =>
@@ -736,7 +737,7 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
         changes
       }
       return result
-    }, Effect.catchTag("SqlError", "ParseError", Effect.die))
+    }, Effect.catchTag("SqlError", "ParseError", Effect.die)))
 
     const listItems = SqlSchema.findAll({
       Request: Schema.NullOr(Schema.String),
