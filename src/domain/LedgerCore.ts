@@ -53,7 +53,9 @@ const envelopeOf = (event: Omit<LedgerEvent, "hash">): ((dataJcs: string) => str
   const type = jsonString(event.type)
   const workId = jsonString(event.work_id)
   if (
-    typeof data !== "object" || actor === undefined || at === undefined || evidence === undefined ||
+    // (a `toJSON` on the data itself: `jcs` of it alone may refuse what inside the event it writes)
+    typeof data !== "object" || typeof (data as { toJSON?: unknown } | null)?.toJSON === "function" ||
+    actor === undefined || at === undefined || evidence === undefined ||
     parent === undefined || type === undefined || workId === undefined || typeof event.seq !== "number" ||
     !Number.isFinite(event.seq)
   ) return undefined
