@@ -1,5 +1,5 @@
 import canonicalize from "canonicalize"
-import { createHash } from "node:crypto"
+import * as crypto from "node:crypto"
 import { ValidationError } from "./Errors.js"
 import { CLAIM_TAKEOVER_FIELD } from "./Orphans.js"
 import type { AppendEvent, Evidence, LedgerEvent, ReviewState, SettledField, WorkState } from "./Ledger.js"
@@ -21,12 +21,101 @@ export const jcs = (value: unknown): string => {
   return out
 }
 
+/** `JSON.stringify` of a string when that is also its JCS form (JCS refuses lone surrogates): else undefined. */
+const jsonString = (s: unknown): string | undefined => {
+  if (typeof s !== "string") return undefined
+  const out = JSON.stringify(s)
+  // a lone surrogate is the only thing JSON.stringify writes as \udXXX (a false alarm only costs the slow path)
+  return out.includes("\\ud") ? undefined : out
+}
+
+/** The hashed members of an event, in JCS order (UTF-16 code units). */
+const ENVELOPE_KEYS = ["actor", "at", "data", "evidence", "parent", "seq", "type", "work_id"] as const
+
+/**
+ * The JCS of an event without its hash, as a function of the JCS of its data — when the event is a
+ * plain object holding exactly the hashed members, every one but `data` a plain string (or null parent,
+ * finite seq): then its canonical text is the members' concatenation in their fixed sorted order, and
+ * taking the JCS of the data alone is all `jcs(event)` would do beyond this. Undefined otherwise (the
+ * caller takes `jcs(event)`, which also throws exactly what it throws). Checking the other members first
+ * keeps that so: `jcs(event)` meets `actor` and `at` before `data`, and nothing after `data` can throw here.
+ */
+const envelopeOf = (event: Omit<LedgerEvent, "hash">): ((dataJcs: string) => string) | undefined => {
+  if (Object.getPrototypeOf(event) !== Object.prototype) return undefined
+  const keys = Object.keys(event)
+  if (keys.length !== ENVELOPE_KEYS.length) return undefined
+  for (const k of ENVELOPE_KEYS) if (!Object.hasOwn(event, k)) return undefined
+  const data: unknown = event.data
+  const actor = jsonString(event.actor)
+  const at = jsonString(event.at)
+  const evidence = jsonString(event.evidence)
+  const parent = event.parent === null ? "null" : jsonString(event.parent)
+  const type = jsonString(event.type)
+  const workId = jsonString(event.work_id)
+  if (
+    // (a `toJSON` on the data itself: `jcs` of it alone may refuse what inside the event it writes)
+    typeof data !== "object" || typeof (data as { toJSON?: unknown } | null)?.toJSON === "function" ||
+    actor === undefined || at === undefined || evidence === undefined ||
+    parent === undefined || type === undefined || workId === undefined || typeof event.seq !== "number" ||
+    !Number.isFinite(event.seq)
+  ) return undefined
+  const seq = JSON.stringify(event.seq)
+  return (dataJcs) =>
+    `{"actor":${actor},"at":${at},"data":${dataJcs},"evidence":${evidence},"parent":${parent},"seq":${seq},"type":${type},"work_id":${workId}}`
+}
+
+/** sha256 hex of a string (UTF-8): Node's one-shot `crypto.hash` where it exists (20.12+), else a Hash object. */
+const sha256Hex: (text: string) => string = typeof crypto.hash === "function"
+  ? (text) => crypto.hash("sha256", text, "hex")
+  : (text) => crypto.createHash("sha256").update(text).digest("hex")
+
+const sha256Event = (parent: string | null, text: string): string => sha256Hex(LEDGER_HASH_DOMAIN + (parent ?? "") + text)
+
 /** `sha256("sophia-ledger-v1\0" ‖ parent ‖ JCS(event without hash))`, hex. */
-export const eventHash = (event: Omit<LedgerEvent, "hash">): string =>
-  createHash("sha256").update(LEDGER_HASH_DOMAIN).update(event.parent ?? "").update(jcs(event)).digest("hex")
+export const eventHash = (event: Omit<LedgerEvent, "hash">): string => {
+  const envelope = envelopeOf(event)
+  return sha256Event(event.parent, envelope === undefined ? jcs(event) : envelope(jcs(event.data)))
+}
+
+/**
+ * An event's hash and the JCS of its data (what the store keeps in `data`), canonicalizing the data
+ * once. Throws what `jcs` throws, for the event or for its data.
+ */
+export const hashAndData = (event: Omit<LedgerEvent, "hash">): { readonly hash: string; readonly data: string } => {
+  const envelope = envelopeOf(event)
+  if (envelope === undefined) return { hash: sha256Event(event.parent, jcs(event)), data: jcs(event.data) }
+  const data = jcs(event.data)
+  return { hash: sha256Event(event.parent, envelope(data)), data }
+}
+
+/**
+ * Whether `text`, which `JSON.parse` read as `value`, is already `jcs(value)`: `JSON.stringify` writes
+ * parsed JSON exactly as JCS does (same numbers, same string escapes, no whitespace) except for the
+ * order of keys, which JCS sorts by UTF-16 code units, and lone surrogates, which JCS refuses. So the
+ * text is canonical when stringify gives it back, every object's keys are already in sorted order, and
+ * it holds no escaped lone surrogate. Iterative: a deep value cannot overflow the stack.
+ */
+export const isCanonicalJson = (text: string, value: unknown): boolean => {
+  if (text.includes("\\ud") || JSON.stringify(value) !== text) return false
+  const stack: Array<unknown> = [value]
+  while (stack.length > 0) {
+    const v = stack.pop()
+    if (v === null || typeof v !== "object") continue
+    if (Array.isArray(v)) {
+      for (let i = 0; i < v.length; i++) stack.push(v[i])
+      continue
+    }
+    const keys = Object.keys(v)
+    for (let i = 0; i < keys.length; i++) {
+      if (i > 0 && !(keys[i - 1] < keys[i])) return false
+      stack.push((v as Record<string, unknown>)[keys[i]])
+    }
+  }
+  return true
+}
 
 /** The hash of a settled state: equal states, equal hashes, however they were reached. */
-export const stateHash = (state: WorkState): string => createHash("sha256").update(jcs(state)).digest("hex")
+export const stateHash = (state: WorkState): string => sha256Hex(jcs(state))
 
 /** A mutable working copy of a work item's state (fields and reviews may be partial: only the keys an append touches). */
 export interface Working {
@@ -232,6 +321,133 @@ export const replay = (events: ReadonlyArray<LedgerEvent>): { state: Working | n
     parent = hash
   }
   return { state, break: null }
+}
+
+/** A row of `ledger_events` as the store returns it (columns not yet decoded). */
+export interface StoredEventRow {
+  readonly work_id: unknown
+  readonly seq: unknown
+  readonly parent: unknown
+  readonly type: unknown
+  readonly data: unknown
+  readonly evidence: unknown
+  readonly actor: unknown
+  readonly at: unknown
+  readonly hash: unknown
+}
+
+const isString = (v: unknown): v is string => typeof v === "string"
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v)
+/** `o` has exactly the own keys `keys` (JSON.parse makes plain objects: own, enumerable, no prototype tricks). */
+const hasExactly = (o: Record<string, unknown>, keys: ReadonlyArray<string>): boolean => {
+  if (Object.keys(o).length !== keys.length) return false
+  for (const k of keys) if (!Object.hasOwn(o, k)) return false
+  return true
+}
+const VERDICTS = new Set<unknown>(["approved", "changes_requested", "rejected"])
+
+/** Whether `data` is exactly (no member more, none missing) the data of a `type` event of the contract. */
+const plainData = (type: LedgerEvent["type"], d: Record<string, unknown>): boolean => {
+  switch (type) {
+    case "opened":
+      return hasExactly(d, ["title"]) && isString(d.title)
+    case "claimed":
+    case "released":
+      return hasExactly(d, [])
+    case "asserted":
+      return hasExactly(d, ["field", "value"]) && isString(d.field)
+    case "observed":
+      return hasExactly(d, ["field", "value", "source"]) && isString(d.field) && isString(d.source)
+    case "review_requested": {
+      const a = d.artifact
+      return hasExactly(d, ["request_id", "artifact", "reviewer"]) && isString(d.request_id) &&
+        (d.reviewer === null || isString(d.reviewer)) && isRecord(a) && hasExactly(a, ["uri", "sha256"]) &&
+        isString(a.uri) && isString(a.sha256)
+    }
+    case "review_verdict":
+      return hasExactly(d, ["request_id", "verdict", "artifact_sha256", "notes"]) && isString(d.request_id) &&
+        VERDICTS.has(d.verdict) && isString(d.artifact_sha256) && (d.notes === null || isString(d.notes))
+    case "closed":
+      return hasExactly(d, ["resolution"]) && isString(d.resolution)
+  }
+}
+
+/** A BIGINT column: a number (SQLite) or its decimal text (Postgres); undefined for anything else. */
+const seqOf = (v: unknown): number | undefined =>
+  typeof v === "number" ? v : typeof v === "string" && /^[1-9][0-9]{0,14}$/.test(v) ? Number(v) : undefined
+
+/** Where a replay stands after a prefix of a chain: the state so far, the last hash, the last seq. */
+export interface ReplayCursor {
+  readonly state: Working | null
+  readonly parent: string | null
+  readonly seq: number
+}
+
+export const REPLAY_START: ReplayCursor = { state: null, parent: null, seq: 0 }
+
+/**
+ * `replay`, continued over the next rows of a stored chain (read in pages), without the Schema: the
+ * cursor after them when every row is plainly in the vocabulary (every column of its kind, data with
+ * exactly its type's members — nothing the Schema would strip or refuse), follows on in seq, links to
+ * its parent, hashes to what it stores and is a valid transition; undefined at the first thing that is
+ * not so. It certifies only a clean chain: whatever it does not certify, the caller checks again the
+ * slow, exact way (the Schema and `replay`), so a break is always reported by the code that always
+ * reported it. The event it folds is the one the Schema decodes from the row, and its hash is
+ * `eventHash` of it: the envelope is written out in its fixed JCS order, and the data column — the JCS
+ * of the data, as the append wrote it — is hashed as it stands once `isCanonicalJson` confirms it (else
+ * canonicalized again). The cursor's state is updated in place.
+ */
+export const replayStored = (rows: ReadonlyArray<StoredEventRow>, cursor: ReplayCursor): ReplayCursor | undefined => {
+  let { parent, seq, state } = cursor
+  let parentJson = parent === null ? "null" : jsonString(parent)
+  if (parentJson === undefined) return undefined
+  // the same work item and (mostly) the same actor row after row: their JSON is written once
+  let workId: unknown = undefined
+  let workIdJson: string | undefined
+  let actor: unknown = undefined
+  let actorJson: string | undefined
+  for (let i = 0; i < rows.length; i++) {
+    const row = rows[i]
+    const rowSeq = seqOf(row.seq)
+    const { at, evidence, hash, type } = row
+    if (
+      rowSeq !== seq + 1 || row.parent !== parent || !isString(hash) || !isString(type) || !isString(evidence) ||
+      !Object.hasOwn(EVIDENCE_OF, type) || !EVIDENCE_OF[type as LedgerEvent["type"]].includes(evidence as Evidence) ||
+      !isString(at) || !isString(row.data)
+    ) return undefined
+    if (row.work_id !== workId) {
+      workId = row.work_id
+      workIdJson = jsonString(workId)
+    }
+    if (row.actor !== actor) {
+      actor = row.actor
+      actorJson = jsonString(actor)
+    }
+    const atJson = jsonString(at)
+    if (workIdJson === undefined || actorJson === undefined || atJson === undefined) return undefined
+    let data: unknown
+    let dataJcs: string
+    try {
+      data = JSON.parse(row.data)
+      if (!isRecord(data) || !plainData(type as LedgerEvent["type"], data)) return undefined
+      dataJcs = isCanonicalJson(row.data, data) ? row.data : jcs(data)
+    } catch {
+      return undefined
+    }
+    // `type` and `evidence` are literals of the vocabulary (plain ASCII): their JSON is their quoted text
+    const text =
+      `{"actor":${actorJson},"at":${atJson},"data":${dataJcs},"evidence":"${evidence}","parent":${parentJson},"seq":${rowSeq},"type":"${type}","work_id":${workIdJson}}`
+    if (sha256Event(parent, text) !== hash) return undefined
+    const event = { work_id: workId, seq: rowSeq, parent, type, data, evidence, actor, at, hash } as LedgerEvent
+    const applied = applyEvent(state, event)
+    if ("refusal" in applied) return undefined
+    state = applied.state
+    parent = hash
+    // a hash that matched is our own sha256 hex: its JSON is the quoted text
+    parentJson = `"${hash}"`
+    seq = rowSeq
+  }
+  return { state, parent, seq }
 }
 
 /** A working state as the frozen `WorkState` (sorted, plain). */
