@@ -44,7 +44,7 @@ const mint = (db: string, agents: number): Array<string> => {
   return JSON.parse(r.stdout)
 }
 
-export const startDaemon = async (agents: number, extraArgs: ReadonlyArray<string> = [], sourceRoot = root): Promise<Daemon> => {
+export const startDaemon = async (agents: number, extraArgs: ReadonlyArray<string> = []): Promise<Daemon> => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sophia-daemon-"))
   const db = path.join(dir, "sophia.db")
   const bearers = mint(db, agents)
@@ -54,7 +54,7 @@ export const startDaemon = async (agents: number, extraArgs: ReadonlyArray<strin
     [
       ...(process.env.DAEMON_NODE_ARGS ?? "").split(" ").filter(Boolean),
       // DAEMON_FROM_SOURCE=1 runs src/main.ts through tsx instead (readable names in a --cpu-prof profile)
-      ...(process.env.DAEMON_FROM_SOURCE === "1" ? ["--import", "tsx", path.join(sourceRoot, "src", "main.ts")] : [path.join(root, "bin", "sophia.js")]),
+      ...(process.env.DAEMON_FROM_SOURCE === "1" ? ["--import", "tsx", path.join(root, "src", "main.ts")] : [path.join(root, "bin", "sophia.js")]),
       "serve", "--port", "0", "--db", db, ...extraArgs
     ],
     { stdio: ["ignore", "pipe", log], env: { ...process.env, SOPHIA_SWEEP_INTERVAL_MS: "5000" } }
