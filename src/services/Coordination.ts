@@ -24,6 +24,7 @@ import { DbInt, nowIso } from "../domain/Time.js"
 import { Auth } from "./Auth.js"
 import { forUpdate, serialize } from "./Dialect.js"
 import { Events } from "./Events.js"
+import { spanned } from "./Spans.js"
 import { makeFixedStatements } from "./Statements.js"
 import { Wakeups } from "./Wakeups.js"
 
@@ -56,7 +57,6 @@ import { Wakeups } from "./Wakeups.js"
  * Ownership. This service owns `posts`, `reads`, `channels`, `channel_counters`, `post_counters`,
  * `inbox_state`, `inbox_channel_state`; agent names are joined live through `Auth.connections`.
  */
-
 
 const DbPostRow = Schema.Struct({
   id: Schema.String,
@@ -117,7 +117,6 @@ const encodeCursor = (pos: number) => `p${pos}`
 const MAX_CHANNELS_LISTED = 100
 const DEFAULT_INBOX_LIMIT = 50
 
-
 /** Nesting depth of a JSON value (a scalar is 0, `{}` is 1); stops counting past `cap` (cycles, abuse). */
 const jsonDepth = (value: unknown, cap: number): number => {
   if (value === null || typeof value !== "object") return 0
@@ -132,13 +131,6 @@ const jsonDepth = (value: unknown, cap: number): number => {
 }
 
 const intConfig = (name: string, fallback: number) => Config.integer(name).pipe(Config.withDefault(fallback))
-
-/**
- * A public method as a named span, without the stack trace `Effect.fn` captures on every call (measured
- * 16–41 µs a call): the body is untraced (`Effect.fnUntraced`), the span is opened around it.
- */
-const spanned = <Args extends Array<any>, A, E, R>(name: string, f: (...args: Args) => Effect.Effect<A, E, R>) =>
-(...args: Args): Effect.Effect<A, E, R> => Effect.withSpan(f(...args), name, { captureStackTrace: false })
 
 export class Coordination extends Effect.Service<Coordination>()("sophia/Coordination", {
   effect: Effect.gen(function*() {

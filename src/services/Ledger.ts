@@ -43,6 +43,7 @@ import { CLAIM_TAKEOVER_FIELD, orphanOf, silentAfterSConfig } from "../domain/Or
 import { DbInt, nowIso } from "../domain/Time.js"
 import { Auth } from "./Auth.js"
 import { Events } from "./Events.js"
+import { spanned } from "./Spans.js"
 import { makeFixedStatements } from "./Statements.js"
 
 // ---------------------------------------------------------------------------------------------------
@@ -156,14 +157,6 @@ interface Lead {
   readonly fields: ReadonlyArray<string>
   readonly drafts: (row: WorkRow) => Effect.Effect<ReadonlyArray<Draft>>
 }
-
-/**
- * A public method as its named span, without the stack trace `Effect.fn` captures on every call (that
- * capture alone cost more than an append's statements); the body is `Effect.fnUntraced`.
- */
-const NO_STACK = { captureStackTrace: false } as const
-const traced = <Args extends ReadonlyArray<any>, A, E, R>(name: string, body: (...args: Args) => Effect.Effect<A, E, R>) =>
-(...args: Args): Effect.Effect<A, E, R> => Effect.withSpan(body(...args), name, NO_STACK)
 
 /**
  * The ledger: per-user work items, each an append-only hash chain of typed events with one head moved
@@ -524,7 +517,7 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
      * `sophia.ledger_append`: an agent's events, all `asserted`, all or none. The limits (count, value
      * size) are the input Schema's; the rule below is the ledger's own.
      */
-    const append = traced("Ledger.append", Effect.fnUntraced(function*(caller: Caller, input: LedgerAppendInput) {
+    const append = spanned("Ledger.append", Effect.fnUntraced(function*(caller: Caller, input: LedgerAppendInput) {
       // `review` is the verdict's field: an agent's own "approved" must not sit there, even as `asserted`
       if (input.events.some((e) => e.type === "asserted" && e.field === REVIEW_FIELD)) {
         return yield* new ValidationError({
@@ -564,7 +557,7 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
      * What the server witnessed itself (a wait resolved, a closeout on the item's channel, a claimant's
      * connection revoked…), recorded as `observed` on the current head. For other services, never agents.
      */
-    const observe = traced("Ledger.observe", Effect.fnUntraced(function*(
+    const observe = spanned("Ledger.observe", Effect.fnUntraced(function*(
       userId: string,
       workId: string,
       field: string,
@@ -582,7 +575,7 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
     }, Effect.catchTag("SqlError", "ParseError", Effect.die)))
 
     /** `sophia.review_request`: mint a durable request id for an exact artifact. */
-    const requestReview = traced("Ledger.requestReview", Effect.fnUntraced(function*(caller: Caller, input: ReviewRequestInput) {
+    const requestReview = spanned("Ledger.requestReview", Effect.fnUntraced(function*(caller: Caller, input: ReviewRequestInput) {
       const reviewer = input.reviewer === undefined
         ? null
         : (yield* auth.resolve(caller.userId, input.reviewer)).connection_id
@@ -604,7 +597,7 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
     })
 
     /** `sophia.review_verdict`: the answer to one request, by a connection that did not do the work. */
-    const giveVerdict = traced("Ledger.giveVerdict", Effect.fnUntraced(function*(caller: Caller, input: ReviewVerdictInput) {
+    const giveVerdict = spanned("Ledger.giveVerdict", Effect.fnUntraced(function*(caller: Caller, input: ReviewVerdictInput) {
       const found = yield* findReview({ userId: caller.userId, requestId: input.request_id })
       if (Option.isNone(found)) return yield* new InvalidTransition({ detail: `no review request ${input.request_id}` })
       return yield* commit(caller.userId, found.value.work_id, input.expected_head, [{
@@ -624,7 +617,7 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
       Effect.flatMap(loadState(userId, workId), (s) => s ? Effect.succeed(s) : Effect.fail(new NotFound({ what: "work item", id: workId })))
 
     /** Settled state (from the ledger) kept apart from what is observed at read time. */
-    const status = traced("Ledger.status", Effect.fnUntraced(function*(caller: Caller, workId: string) {
+    const status = spanned("Ledger.status", Effect.fnUntraced(function*(caller: Caller, workId: string) {
       const settled = yield* mustState(caller.userId, workId)
       const observedAt = yield* nowIso
       const pending = Object.values(settled.reviews).filter((r) => r.status === "pending")
@@ -669,7 +662,7 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
     }, Effect.catchTag("SqlError", "ParseError", Effect.die)))
 
     /** Events, newest first, with their hashes; page with `before_seq`. */
-    const log = traced("Ledger.log", Effect.fnUntraced(function*(caller: Caller, input: LedgerLogInput) {
+    const log = spanned("Ledger.log", Effect.fnUntraced(function*(caller: Caller, input: LedgerLogInput) {
       const row = yield* loadWork(caller.userId, input.work_id)
       if (!row) return yield* new NotFound({ what: "work item", id: input.work_id })
       const limit = Math.min(Math.max(input.limit ?? 50, 1), 200)
@@ -696,7 +689,7 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
     })
 
     /** Field changes (value and evidence, before and after) between two heads of one work item. */
-    const diff = traced("Ledger.diff", Effect.fnUntraced(function*(caller: Caller, input: LedgerDiffInput) {
+    const diff = spanned("Ledger.diff", Effect.fnUntraced(function*(caller: Caller, input: LedgerDiffInput) {
       const row = yield* loadWork(caller.userId, input.work_id)
       if (!row) return yield* new NotFound({ what: "work item", id: input.work_id })
       const seqOf = (hash: string) =>

@@ -17,6 +17,7 @@ import { Coordination } from "./Coordination.js"
 import { serialize } from "./Dialect.js"
 import { Events } from "./Events.js"
 import { Ledger } from "./Ledger.js"
+import { spanned } from "./Spans.js"
 import { makeFixedStatements } from "./Statements.js"
 import { DbInt } from "../domain/Time.js"
 
@@ -92,13 +93,6 @@ const ref = (connectionId: string, name: string): ConnectionRef => ({
   connection_short: connectionShort(connectionId),
   agent_name: name
 })
-
-/**
- * A public method as a named span, without the stack trace `Effect.fn` captures on every call (measured
- * 16–41 µs a call): the body is untraced (`Effect.fnUntraced`), the span is opened around it.
- */
-const spanned = <Args extends Array<any>, A, E, R>(name: string, f: (...args: Args) => Effect.Effect<A, E, R>) =>
-(...args: Args): Effect.Effect<A, E, R> => Effect.withSpan(f(...args), name, { captureStackTrace: false })
 
 /** Elementary cycles of a small directed graph, each once (rotated to start at its smallest node). */
 export const findCycles = (edges: ReadonlyArray<readonly [from: string, to: string]>): Array<Array<string>> => {

@@ -1,0 +1,12 @@
+import { Effect } from "effect"
+
+/**
+ * A public service method as its named span, without the call-site stack trace `Effect.fn` captures on
+ * every call (measured 16–41 µs a call, more than some methods' statements). The body is usually an
+ * `Effect.fnUntraced`; the span is opened around what it returns.
+ */
+export const spanned = <Args extends ReadonlyArray<any>, A, E, R>(
+  name: string,
+  body: (...args: Args) => Effect.Effect<A, E, R>
+) =>
+(...args: Args): Effect.Effect<A, E, R> => Effect.withSpan(body(...args), name, { captureStackTrace: false })
