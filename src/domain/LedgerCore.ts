@@ -32,6 +32,18 @@ const jsonString = (s: unknown): string | undefined => {
 /** The hashed members of an event, in JCS order (UTF-16 code units). */
 const ENVELOPE_KEYS = ["actor", "at", "data", "evidence", "parent", "seq", "type", "work_id"] as const
 
+/** The JCS text of an event from its members' JSON texts, written in that fixed order (`ENVELOPE_KEYS`). */
+const eventText = (
+  actor: string,
+  at: string,
+  data: string,
+  evidence: string,
+  parent: string,
+  seq: string | number,
+  type: string,
+  workId: string
+) => `{"actor":${actor},"at":${at},"data":${data},"evidence":${evidence},"parent":${parent},"seq":${seq},"type":${type},"work_id":${workId}}`
+
 /**
  * The JCS of an event without its hash, as a function of the JCS of its data — when the event is a
  * plain object holding exactly the hashed members, every one but `data` a plain string (or null parent,
@@ -60,8 +72,7 @@ const envelopeOf = (event: Omit<LedgerEvent, "hash">): ((dataJcs: string) => str
     !Number.isFinite(event.seq)
   ) return undefined
   const seq = JSON.stringify(event.seq)
-  return (dataJcs) =>
-    `{"actor":${actor},"at":${at},"data":${dataJcs},"evidence":${evidence},"parent":${parent},"seq":${seq},"type":${type},"work_id":${workId}}`
+  return (dataJcs) => eventText(actor, at, dataJcs, evidence, parent, seq, type, workId)
 }
 
 /** sha256 hex of a string (UTF-8): Node's one-shot `crypto.hash` where it exists (20.12+), else a Hash object. */
@@ -435,8 +446,7 @@ export const replayStored = (rows: ReadonlyArray<StoredEventRow>, cursor: Replay
       return undefined
     }
     // `type` and `evidence` are literals of the vocabulary (plain ASCII): their JSON is their quoted text
-    const text =
-      `{"actor":${actorJson},"at":${atJson},"data":${dataJcs},"evidence":"${evidence}","parent":${parentJson},"seq":${rowSeq},"type":"${type}","work_id":${workIdJson}}`
+    const text = eventText(actorJson, atJson, dataJcs, `"${evidence}"`, parentJson, rowSeq, `"${type}"`, workIdJson)
     if (sha256Event(parent, text) !== hash) return undefined
     const event = { work_id: workId, seq: rowSeq, parent, type, data, evidence, actor, at, hash } as LedgerEvent
     const applied = applyEvent(state, event)
