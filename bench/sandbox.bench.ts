@@ -22,6 +22,7 @@ import { camelMapping } from "../src/mcp/SdkTypes.js"
 import { Auth } from "../src/services/Auth.js"
 import type { SandboxHost } from "../src/services/Sandbox.js"
 import { make as makePool, Sandbox } from "../src/services/Sandbox.js"
+import { TracingLive } from "../src/observability/Tracing.js"
 
 const now = () => performance.now()
 const median = (xs: Array<number>) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
@@ -93,7 +94,11 @@ const rows: Array<[string, string, string, string]> = []
 {
   // the machines are shared: enough repeats that one descheduled run does not move the median
   const REPEAT = 11
-  const app = Http.layer({ host: "127.0.0.1", port: 0, naming: "underscore" }).pipe(Layer.provideMerge(SophiaTest))
+  // observability as the daemon has it (`sophia serve`: no OTLP endpoint set, so no tracer)
+  const app = Http.layer({ host: "127.0.0.1", port: 0, naming: "underscore" }).pipe(
+    Layer.provideMerge(SophiaTest),
+    Layer.provide(TracingLive({ name: "sophia", version: "bench" }))
+  )
   const runtime = ManagedRuntime.make(app)
   const { mcpUrl, bearer } = await runtime.runPromise(Effect.gen(function*() {
     const server = yield* Http.HttpServer

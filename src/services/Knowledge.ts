@@ -434,6 +434,13 @@ export class Knowledge extends Effect.Service<Knowledge>()("sophia/Knowledge", {
       return rows.map((r) => ({ ...r, changes: decodeChanges(r.changes) }))
     }, Effect.catchTag("SqlError", "ParseError", Effect.die))
 
+    /**
+     * How many live documents the user has, as one SQL expression: the count `countDocuments` gives a
+     * caller with no entity scope (for a caller's combined probe: `Orient`).
+     */
+    const unscopedDocumentsExpr = (userId: string) =>
+      sql`(SELECT COUNT(*) FROM documents WHERE user_id = ${userId} AND deleted_at IS NULL)`
+
     /** How many live documents the caller may read (its entity scope applied exactly as the read tools do). */
     const countDocuments = (caller: Caller) =>
       Effect.gen(function*() {
@@ -456,6 +463,9 @@ export class Knowledge extends Effect.Service<Knowledge>()("sophia/Knowledge", {
       search,
       searchFacts,
       query,
-      mutations, countDocuments } as const
+      mutations,
+      countDocuments,
+      unscopedDocumentsExpr
+    } as const
   })
 }) {}

@@ -75,6 +75,7 @@ const EventRow = Schema.Struct({
 /** A stored event decoded into the contract's `LedgerEvent` (never cast). */
 const EventFromRow = Schema.compose(EventRow, LedgerEvent, { strict: false })
 const decodeEvents = Schema.decodeUnknown(Schema.Array(EventFromRow))
+const decodeCount = Schema.decodeUnknown(Schema.Tuple(Schema.Struct({ n: DbInt })))
 
 const FieldRow = Schema.Struct({
   field: Schema.String,
@@ -868,25 +869,25 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
       return yield* loadState(userId, workId)
     }, Effect.orDie)
 
-    const countItems = SqlSchema.single({
-      Request: Schema.String,
-      Result: Schema.Struct({ n: DbInt }),
-      execute: (userId) => sql`SELECT COUNT(*) AS n FROM ledger_work WHERE user_id = ${userId}`
-    })
+    const countItems = fixed((userId: string) => sql`SELECT COUNT(*) AS n FROM ledger_work WHERE user_id = ${userId}`)
     /** How many work items the user has. */
-    const countWork = (userId: string) => Effect.orDie(Effect.map(countItems(userId), (r) => r.n))
+    const countWork = (userId: string) =>
+      countItems(userId).pipe(Effect.flatMap(decodeCount), Effect.map(([r]) => r.n), Effect.orDie)
 
-    const claimedRows = SqlSchema.findAll({
-      Request: Schema.Struct({ userId: Schema.String, connectionId: Schema.String }),
-      Result: Schema.Struct({ work_id: Schema.String, title: Schema.String, status: Schema.String, head: Schema.String, seq: DbInt }),
-      execute: ({ connectionId, userId }) =>
-        sql`SELECT work_id, title, status, head, seq FROM ledger_work
-          WHERE user_id = ${userId} AND claimant = ${connectionId} AND status <> 'closed'
-          ORDER BY updated_at DESC LIMIT 50`
-    })
+    const claimedRows = fixed((userId: string, connectionId: string) =>
+      sql`SELECT work_id, title, status, head, seq FROM ledger_work
+        WHERE user_id = ${userId} AND claimant = ${connectionId} AND status <> 'closed'
+        ORDER BY updated_at DESC LIMIT 50`)
+    const decodeClaimed = Schema.decodeUnknown(Schema.Array(Schema.Struct({
+      work_id: Schema.String,
+      title: Schema.String,
+      status: Schema.String,
+      head: Schema.String,
+      seq: DbInt
+    })))
     /** The open work items a connection holds the claim on (newest first, at most 50). */
     const claimedBy = (userId: string, connectionId: string): Effect.Effect<ReadonlyArray<WorkSummary>> =>
-      Effect.orDie(claimedRows({ userId, connectionId }))
+      claimedRows(userId, connectionId).pipe(Effect.flatMap(decodeClaimed), Effect.orDie)
 
     const listRows = SqlSchema.findAll({
       Request: Schema.Struct({ userId: Schema.String, limit: Schema.Number }),
@@ -951,7 +952,7 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
     /** `ConnectionRevoked`: every open item the revoked connection held the claim on. */
     const observeRevocation = (revoked: ConnectionRevoked) =>
       Effect.gen(function*() {
-        const items = yield* claimedRows({ userId: revoked.user_id, connectionId: revoked.connection_id })
+        const items = yield* claimedRows(revoked.user_id, revoked.connection_id).pipe(Effect.flatMap(decodeClaimed))
         for (const item of items) {
           yield* witness(revoked.user_id, item.work_id, "claimant_revoked", {
             connection_id: revoked.connection_id,

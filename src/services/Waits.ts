@@ -62,6 +62,7 @@ const ResolvedRow = Schema.Struct({
 })
 const decodeResolved = Schema.decodeUnknown(Schema.Array(ResolvedRow))
 const decodeFlags = Schema.decodeUnknown(Schema.Tuple(SignalFlags))
+const decodeTargets = Schema.decodeUnknown(Schema.Array(Schema.Struct({ on_connection_id: Schema.String, created_at: Schema.String })))
 const decodeIds = Schema.decodeUnknown(Schema.Array(Schema.Struct({ id: Schema.String })))
 
 const EdgeRow = Schema.Struct({
@@ -485,6 +486,17 @@ export class Waits extends Effect.Service<Waits>()("sophia/Waits", {
       return { blocking, resolved }
     }, Effect.orDie)
 
+    /** Why an open wait will never be answered (its awaited connection revoked or silent), or undefined. */
+    const orphanedWait = (
+      wait: { readonly on_connection_id: string; readonly created_at: string },
+      connections: ReadonlyMap<string, ConnectionInfo>,
+      now: number
+    ) => {
+      const awaited = connections.get(wait.on_connection_id)
+      // a connection never seen is silent since the wait was declared
+      return orphanOf(awaited && { ...awaited, created_at: awaited.last_seen_at ?? wait.created_at }, now, config.silentAfterS)
+    }
+
     /** Who is blocked on whom across the caller's user, with cycles and the half of "orphaned" we can compute. */
     const graph = spanned("Waits.graph", Effect.fnUntraced(function*(caller: Caller) {
       const rows = yield* sql`SELECT id, waiter_connection_id, on_connection_id, predicate, reason, expires_at, created_at
@@ -507,8 +519,7 @@ export class Waits extends Effect.Service<Waits>()("sophia/Waits", {
         [...cycle, cycle[0]].map((id) => ref(id, nameOf(id)))
       )
       const orphaned = rows.flatMap((r): Array<WaitGraphResult["orphaned"]["waits"][number]> => {
-        const awaited = connections.get(r.on_connection_id)
-        const gone = orphanOf(awaited && { ...awaited, created_at: awaited.last_seen_at ?? r.created_at }, now, config.silentAfterS)
+        const gone = orphanedWait(r, connections, now)
         return gone === undefined ? [] : [{
           wait_id: r.id,
           connection_id: r.on_connection_id,
@@ -526,14 +537,31 @@ export class Waits extends Effect.Service<Waits>()("sophia/Waits", {
       return result
     }, Effect.orDie))
 
+    /**
+     * How many open waits of the user nobody will answer (the count `wait_graph` lists as orphaned), without
+     * building the graph: only who each wait is on and since when.
+     */
+    const openTargets = fixed((userId: string) =>
+      sql`SELECT on_connection_id, created_at FROM waits WHERE user_id = ${userId} AND status = 'open'`)
+    const countOrphaned = (caller: Caller): Effect.Effect<number> =>
+      Effect.gen(function*() {
+        const rows = yield* openTargets(caller.userId).pipe(Effect.flatMap(decodeTargets))
+        if (rows.length === 0) return 0
+        const connections = yield* auth.connections(rows.map((r) => r.on_connection_id))
+        const now = yield* Clock.currentTimeMillis
+        return rows.filter((r) => orphanedWait(r, connections, now) !== undefined).length
+      }).pipe(Effect.orDie)
+
+    /** How many open waits the user has, as one SQL expression (for a caller's combined probe: `Orient`). */
+    const countOpenExpr = (userId: string) => sql`(SELECT COUNT(*) FROM waits WHERE user_id = ${userId} AND status = 'open')`
     const countOpenRow = SqlSchema.single({
       Request: Schema.String,
       Result: Schema.Struct({ n: DbInt }),
-      execute: (userId) => sql`SELECT COUNT(*) AS n FROM waits WHERE user_id = ${userId} AND status = 'open'`
+      execute: (userId) => sql`SELECT ${countOpenExpr(userId)} AS n`
     })
     /** How many waits of the user are open. */
     const countOpen = (userId: string) => Effect.orDie(Effect.map(countOpenRow(userId), (r) => r.n))
 
-    return { declare, cancel, sweep, signals, signalsAfter, openExpr, undeliveredExpr, graph, countOpen, onPostLanded, onConnectionRevoked } as const
+    return { declare, cancel, sweep, signals, signalsAfter, openExpr, undeliveredExpr, graph, countOpen, countOpenExpr, countOrphaned, onPostLanded, onConnectionRevoked } as const
   })
 }) {}
