@@ -10,6 +10,10 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { SophiaLive, SqliteLive } from "../../src/layers/App.js"
+import { TracingLive } from "../../src/observability/Tracing.js"
+
+/** Observability as `sophia serve` has it by default: no OTLP endpoint set, so no tracer (src/main.ts). */
+const AsTheDaemonRuns = TracingLive({ name: "sophia", version: "bench" })
 
 export class SqliteStore extends Context.Tag("bench/SqliteStore")<SqliteStore, { readonly raw: Sqlite.Database }>() {}
 
@@ -34,8 +38,9 @@ export const rawLayer = (file: string) =>
 export const tempDb = (name: string) => path.join(fs.mkdtempSync(path.join(os.tmpdir(), "sophia-bench-")), name)
 
 /** The app over `file` plus a raw handle on the same file (opened after the migrations ran). */
-export const SophiaWithRaw = (file: string) => rawLayer(file).pipe(Layer.provideMerge(SophiaLive(file)))
+export const SophiaWithRaw = (file: string) =>
+  rawLayer(file).pipe(Layer.provideMerge(SophiaLive(file)), Layer.provide(AsTheDaemonRuns))
 
 /** The services' store over `file` plus a raw handle on it. */
 export const StoreWithRaw = (file: string): Layer.Layer<SqlClient.SqlClient | SqliteStore> =>
-  rawLayer(file).pipe(Layer.provideMerge(SqliteLive(file)))
+  rawLayer(file).pipe(Layer.provideMerge(SqliteLive(file)), Layer.provide(AsTheDaemonRuns))

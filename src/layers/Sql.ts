@@ -8,7 +8,8 @@
  *  - write transactions begin with `BEGIN IMMEDIATE`: a plain `BEGIN` takes the write lock lazily and a
  *    second process then fails at once with SQLITE_BUSY_SNAPSHOT instead of waiting `busy_timeout`;
  *  - `busy_timeout` and `foreign_keys = ON` on the connection;
- *  - the one permit held for a whole statement (or a whole transaction), taken interruptibly;
+ *  - the one permit held for a whole statement (or a whole transaction), taken interruptibly, first come
+ *    first served;
  *  - `safeIntegers` set per run (statements are cached by text and shared).
  * One connection per process, serialized by a semaphore (better-sqlite3 is synchronous anyway).
  */
@@ -20,6 +21,7 @@ import * as Statement from "@effect/sql/Statement"
 import Sqlite from "better-sqlite3"
 import { Config, Context, Effect, Layer, Option, Redacted, Schema, Scope } from "effect"
 import { DirectConnection } from "../services/Statements.js"
+import { makePermit } from "./Permit.js"
 import { runMigrations, runMigrationsOnce } from "./Migrations.js"
 import { pgClient, PgFreshSchema } from "./Pg.js"
 import * as fs from "node:fs"
@@ -155,14 +157,15 @@ const make = (config: SqliteStoreConfig) =>
     })
     const writer = connectionOf(db)
 
-    const semaphore = yield* Effect.makeSemaphore(1)
     // The write permit is held until the transaction's (or the statement's) scope closes, so nothing runs
-    // inside another fiber's open transaction. Waiting for it is interruptible (a long poll or a client
-    // that went away stops queueing); once taken, its release is registered before anything can interrupt.
+    // inside another fiber's open transaction. It goes to waiters in arrival order (see ./Permit.ts).
+    // Waiting for it is interruptible (a long poll or a client that went away stops queueing); once
+    // taken, its release is registered before anything can interrupt.
+    const permit = makePermit()
     const takePermit = Effect.uninterruptibleMask((restore) =>
       Effect.zipRight(
-        restore(semaphore.take(1)),
-        Effect.tap(Effect.scope, (scope) => Scope.addFinalizer(scope, semaphore.release(1)))
+        restore(permit.take),
+        Effect.tap(Effect.scope, (scope) => Scope.addFinalizer(scope, permit.release))
       )
     )
     const transactionAcquirer = Effect.as(takePermit, writer.connection)
