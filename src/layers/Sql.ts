@@ -11,7 +11,9 @@
  *  - the one permit held for a whole statement (or a whole transaction), taken interruptibly, first come
  *    first served;
  *  - `safeIntegers` set per run (statements are cached by text and shared).
- * One connection per process, serialized by a semaphore (better-sqlite3 is synchronous anyway).
+ * On a file: one writer connection per process, serialized by the write permit (better-sqlite3 is synchronous
+ * anyway); single reads outside a transaction on the writer when it is free, else on a read-only second
+ * connection (`make`); WAL checkpoints in a worker thread with a third (`checkpointsOffLoop`).
  */
 import * as Reactivity from "@effect/experimental/Reactivity"
 import * as Client from "@effect/sql/SqlClient"
@@ -19,18 +21,21 @@ import type { Connection } from "@effect/sql/SqlConnection"
 import { SqlError } from "@effect/sql/SqlError"
 import * as Statement from "@effect/sql/Statement"
 import Sqlite from "better-sqlite3"
-import { Config, Context, Effect, Layer, Option, Redacted, Schema, Scope } from "effect"
+import { Config, Context, Effect, Layer, Option, Redacted, Runtime, Schema, Scope } from "effect"
 import { DirectConnection } from "../services/Statements.js"
 import { makePermit } from "./Permit.js"
 import { runMigrations, runMigrationsOnce } from "./Migrations.js"
 import { pgClient, PgFreshSchema } from "./Pg.js"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { Worker } from "node:worker_threads"
 
 export interface SqliteStoreConfig {
   /** a file path, or `:memory:` */
   readonly filename: string
   readonly busyTimeoutMs?: number
+  /** the pace of the off-loop WAL checkpoints of a file (defaults in `checkpointsOffLoop`) */
+  readonly checkpoints?: CheckpointTuning
 }
 
 const open = (filename: string, options: Sqlite.Options) =>
@@ -42,8 +47,16 @@ const open = (filename: string, options: Sqlite.Options) =>
     (db) => Effect.sync(() => db.close())
   )
 
-/** An @effect/sql `Connection` over one better-sqlite3 handle, with its own prepared-statement cache. */
-const connectionOf = (db: Sqlite.Database) => {
+/** What a statement returns: its rows as objects, better-sqlite3's run info (`executeRaw`), or rows as arrays. */
+type Mode = "rows" | "raw" | "values"
+
+/**
+ * An @effect/sql `Connection` over one better-sqlite3 handle, with its own prepared-statement cache.
+ * `runSync` prepares and runs one statement in one synchronous step (the routing below relies on it: no
+ * other fiber runs between its choice of connection and the statement). `afterCommit`, for the writer,
+ * is called synchronously after every statement that committed (a COMMIT, or a write outside a transaction).
+ */
+const connectionOf = (db: Sqlite.Database, afterCommit?: () => void) => {
   // Prepared statements by SQL text. A plain Map: an Effect `Cache` costs more per lookup (hashing,
   // clock, fibers) than executing a small statement, and every statement of every call goes through here.
   const prepared = new Map<string, Sqlite.Statement>()
@@ -56,65 +69,256 @@ const connectionOf = (db: Sqlite.Database) => {
     prepared.set(sql, statement)
     return statement
   }
-  const prepare = (sql: string) =>
-    Effect.suspend(() => {
-      try {
-        return Effect.succeed(prepareSync(sql))
-      } catch (cause) {
-        return Effect.fail(new SqlError({ cause, message: `Failed to prepare statement: ${String(cause)}` }))
-      }
-    })
 
-  const runStatement = (statement: Sqlite.Statement, params: ReadonlyArray<unknown>, raw: boolean) =>
-    Effect.withFiberRuntime<ReadonlyArray<any>, SqlError>((fiber) => {
-      // set on every run: statements are cached by text and shared by callers that want numbers
-      statement.safeIntegers(Context.get(fiber.currentContext, Client.SafeIntegers))
-      try {
-        if (statement.reader) return Effect.succeed(statement.all(...params))
+  /** Throws a `SqlError`, nothing else. */
+  const runSync = (sql: string, params: ReadonlyArray<unknown>, mode: Mode, safeIntegers: boolean): ReadonlyArray<any> => {
+    let statement: Sqlite.Statement
+    try {
+      statement = prepareSync(sql)
+    } catch (cause) {
+      throw new SqlError({ cause, message: `Failed to prepare statement: ${String(cause)}` })
+    }
+    const wasInTransaction = afterCommit !== undefined && db.inTransaction
+    let rows: ReadonlyArray<any>
+    try {
+      // set on every run: statements are cached by text and shared by callers that want numbers (or arrays)
+      statement.safeIntegers(safeIntegers)
+      if (statement.reader) {
+        if (mode === "values") {
+          statement.raw(true)
+          try {
+            rows = statement.all(...params)
+          } finally {
+            statement.raw(false)
+          }
+        } else {
+          rows = statement.all(...params)
+        }
+      } else {
         const result = statement.run(...params)
-        return Effect.succeed(raw ? (result as unknown as ReadonlyArray<any>) : [])
-      } catch (cause) {
-        return Effect.fail(new SqlError({ cause, message: `Failed to execute statement: ${String(cause)}` }))
+        rows = mode === "raw" ? (result as unknown as ReadonlyArray<any>) : []
+      }
+    } catch (cause) {
+      throw new SqlError({ cause, message: `Failed to execute statement: ${String(cause)}` })
+    }
+    // a transaction ended (COMMIT is a "read-only" statement to SQLite), or a write ran outside one (and
+    // not a BEGIN IMMEDIATE, which is not "read-only" but leaves a transaction open)
+    if (afterCommit !== undefined && !db.inTransaction && (wasInTransaction || !statement.readonly)) afterCommit()
+    return rows
+  }
+
+  const run = (sql: string, params: ReadonlyArray<unknown>, mode: Mode) =>
+    Effect.withFiberRuntime<ReadonlyArray<any>, SqlError>((fiber) => {
+      try {
+        return Effect.succeed(runSync(sql, params, mode, Context.get(fiber.currentContext, Client.SafeIntegers)))
+      } catch (error) {
+        return Effect.fail(error as SqlError)
       }
     })
-
-  const run = (sql: string, params: ReadonlyArray<unknown>, raw = false) =>
-    Effect.flatMap(prepare(sql), (s) => runStatement(s, params, raw))
 
   const connection: Connection = {
-    execute: (sql, params, transformRows) => transformRows ? Effect.map(run(sql, params), transformRows) : run(sql, params),
-    executeRaw: (sql, params) => run(sql, params, true),
-    executeValues: (sql, params) =>
-      Effect.acquireUseRelease(
-        prepare(sql),
-        (statement) =>
-          Effect.try({
-            try: () => {
-              if (statement.reader) {
-                statement.raw(true)
-                return statement.all(...params) as ReadonlyArray<ReadonlyArray<unknown>>
-              }
-              statement.run(...params)
-              return []
-            },
-            catch: (cause) => new SqlError({ cause, message: `Failed to execute statement: ${String(cause)}` })
-          }),
-        (statement) => Effect.sync(() => statement.reader && statement.raw(false))
-      ),
-    executeUnprepared: (sql, params, transformRows) => {
-      const effect = Effect.suspend(() => {
-        try {
-          // (through the cache too: every transaction's BEGIN IMMEDIATE and COMMIT come this way)
-          return runStatement(prepareSync(sql), params ?? [], false)
-        } catch (cause) {
-          return Effect.fail(new SqlError({ cause, message: `Failed to prepare statement: ${String(cause)}` }))
-        }
-      })
-      return transformRows ? Effect.map(effect, transformRows) : effect
-    },
+    execute: (sql, params, transformRows) =>
+      transformRows ? Effect.map(run(sql, params, "rows"), transformRows) : run(sql, params, "rows"),
+    executeRaw: (sql, params) => run(sql, params, "raw"),
+    executeValues: (sql, params) => run(sql, params, "values") as Effect.Effect<ReadonlyArray<ReadonlyArray<unknown>>, SqlError>,
+    // (through the cache too: every transaction's BEGIN IMMEDIATE and COMMIT come this way)
+    executeUnprepared: (sql, params, transformRows) =>
+      transformRows ? Effect.map(run(sql, params ?? [], "rows"), transformRows) : run(sql, params ?? [], "rows"),
     executeStream: () => Effect.dieMessage("executeStream not implemented for SQLite")
   }
-  return { connection, prepareSync }
+  return { connection, prepareSync, runSync }
+}
+
+/** The checkpoint worker's script: beside this file in src/ and in dist/ (the build copies `.mjs` files). */
+const CHECKPOINTER = new URL("../layers/checkpointer.mjs", import.meta.url)
+
+/** How the off-loop checkpoints are paced (defaults below); tests shrink them and observe the events. */
+export interface CheckpointTuning {
+  /** ask the worker for a PASSIVE checkpoint every this many commits */
+  readonly every?: number
+  /** when the worker reports at least this many frames in the WAL, reset it (see `catchUp`) */
+  readonly resetFrames?: number
+  /** when the worker has not answered for this many commits, the writer checkpoints itself */
+  readonly behind?: number
+  /** the worker's script (tests substitute failing ones) */
+  readonly worker?: URL
+  readonly observe?: (event: CheckpointEvent) => void
+}
+
+export type CheckpointEvent =
+  | { readonly _tag: "Started" }
+  | {
+    readonly _tag: "Checkpointed"
+    readonly by: "worker" | "writer"
+    readonly reset: boolean
+    readonly busy: number
+    readonly log: number
+    readonly checkpointed: number
+  }
+  | { readonly _tag: "FellBack"; readonly reason: string }
+  | { readonly _tag: "Stopped" }
+
+const noEvent = () => {}
+
+/**
+ * WAL checkpoints off the event loop. SQLite's automatic checkpoint (every 1000 WAL pages) runs inside
+ * the COMMIT that crosses the threshold, on the writer connection: it copies the pages into the database
+ * file and fsyncs twice, on the main thread, stalling every fiber. Instead the writer runs with
+ * `wal_autocheckpoint = 0` and a worker thread with its own connection (./checkpointer.mjs) checkpoints:
+ *  - Pacing: a count of commits, kept synchronously after each one; every `every` commits (a few hundred
+ *    WAL pages for a post) the worker is asked for a PASSIVE checkpoint, which never blocks a writer. A
+ *    count rather than a timer: an idle store costs nothing, and a busy one is checkpointed at its pace.
+ *    The worker is started on the first request, so a short CLI command never starts it.
+ *  - Reset: a checkpoint concurrent with commits never catches up with the end of the WAL, and SQLite only
+ *    rewinds the WAL to its start when a write transaction begins on a fully checkpointed WAL: under a
+ *    steady write load the file would grow forever. So when the worker reports `resetFrames` frames in the
+ *    WAL, the next writer to take the write permit first waits (asynchronously: the event loop and the
+ *    readers go on) for one more worker checkpoint, which now reaches the end; its BEGIN then rewinds the WAL.
+ *  - Fallbacks, so the WAL stays bounded whatever happens to the worker: if it cannot start, fails or exits,
+ *    the writer goes back to SQLite's own automatic checkpoint; if it has not answered for `behind` commits
+ *    (stuck), the writer checkpoints itself after the commit that crosses that line, as SQLite would.
+ * Durability is unchanged: the same checkpoint (PASSIVE, synchronous = NORMAL) on another connection.
+ * Other processes on the file are unaffected: their connections keep their own settings, and a
+ * checkpoint that finds another one running returns `busy` and is simply retried at the next request.
+ */
+const checkpointsOffLoop = (
+  db: Sqlite.Database,
+  filename: string,
+  timeout: number,
+  tuning: CheckpointTuning,
+  warn: (message: string) => void
+) => {
+  const every = tuning.every ?? 64
+  const resetFrames = tuning.resetFrames ?? 2000
+  const behind = tuning.behind ?? 1024
+  const observe = tuning.observe ?? noEvent
+  let state: "idle" | "running" | "gone" | "stopped" = "idle"
+  let worker: Worker | undefined
+  let commits = 0
+  let asked = 0 // the commit count at the last request
+  let answered = 0 // the commit count of the last request the worker answered
+  let resetWanted = false
+  let nextId = 1
+  const waiting = new Map<number, () => void>()
+  const wakeAll = () => {
+    for (const wake of waiting.values()) wake()
+    waiting.clear()
+  }
+
+  const fallBack = (reason: string) => {
+    if (state === "gone" || state === "stopped") return
+    state = "gone"
+    resetWanted = false
+    wakeAll()
+    try {
+      db.pragma("wal_autocheckpoint = 1000")
+    } catch {
+      // the connection is closing: nothing left to checkpoint for
+    }
+    warn(`SQLite checkpoints are back on the main thread: ${reason}`)
+    observe({ _tag: "FellBack", reason })
+  }
+
+  const start = () => {
+    try {
+      worker = new Worker(tuning.worker ?? CHECKPOINTER, { workerData: { filename, timeout } })
+    } catch (error) {
+      return fallBack(`the checkpoint worker cannot start: ${String(error)}`)
+    }
+    // never what keeps the process alive (stopping it refs it again until it has exited)
+    worker.unref()
+    worker.on("message", (answer: { id: number; commits: number; error?: string; busy: number; log: number; checkpointed: number }) => {
+      answered = Math.max(answered, answer.commits)
+      if (answer.error !== undefined) {
+        warn(`a SQLite checkpoint failed in the checkpoint worker: ${answer.error}`)
+      } else {
+        const reset = answer.id !== 0
+        if (!reset && answer.log >= resetFrames) resetWanted = true
+        observe({ _tag: "Checkpointed", by: "worker", reset, busy: answer.busy, log: answer.log, checkpointed: answer.checkpointed })
+      }
+      const wake = waiting.get(answer.id)
+      waiting.delete(answer.id)
+      wake?.()
+    })
+    worker.on("error", (error) => fallBack(`the checkpoint worker failed: ${String(error)}`))
+    worker.on("exit", (code) => fallBack(`the checkpoint worker exited (${code})`))
+    state = "running"
+    observe({ _tag: "Started" })
+  }
+
+  const ask = (id: number) => {
+    asked = commits
+    worker!.postMessage({ id, commits })
+  }
+
+  /** After every commit on the writer, synchronously (no I/O unless the worker is stuck). */
+  const committed = () => {
+    commits++
+    if (state === "gone" || state === "stopped") return
+    if (commits - asked >= every) {
+      if (state === "idle") {
+        answered = commits // counted from the start, not from the store's opening
+        start()
+      }
+      if (state === "running") ask(0)
+    }
+    if (commits - answered >= behind) {
+      answered = commits
+      try {
+        const [row] = db.pragma("wal_checkpoint(PASSIVE)") as Array<{ busy: number; log: number; checkpointed: number }>
+        observe({ _tag: "Checkpointed", by: "writer", reset: false, ...row! })
+      } catch (error) {
+        warn(`a SQLite checkpoint failed: ${String(error)}`)
+      }
+    }
+  }
+
+  /**
+   * Run by the writer that just took the write permit: when the WAL wants a reset, one worker checkpoint
+   * while no writer of this process appends (see above). Bounded: a worker that does not answer within
+   * `RESET_WAIT_MS` is not waited for (the `behind` fallback takes over). A timer of the process, not the
+   * fiber's `Clock`: a layer built under `TestClock` must not wait forever.
+   */
+  const RESET_WAIT_MS = 2000
+  const catchUp: Effect.Effect<void> = Effect.suspend(() => {
+    if (!resetWanted || state !== "running") return Effect.void
+    resetWanted = false
+    return Effect.async<void>((resume) => {
+      const id = nextId++
+      const timer = setTimeout(() => {
+        waiting.delete(id)
+        resume(Effect.void)
+      }, RESET_WAIT_MS)
+      waiting.set(id, () => {
+        clearTimeout(timer)
+        resume(Effect.void)
+      })
+      ask(id)
+      return Effect.sync(() => {
+        clearTimeout(timer)
+        waiting.delete(id)
+      })
+    })
+  })
+
+  /** Stop the worker (its connection closed first) before the store's connections close; kill it if stuck. */
+  const STOP_WAIT_MS = 5000
+  const stop: Effect.Effect<void> = Effect.async<void>((resume) => {
+    const running = state === "running" ? worker : undefined
+    state = "stopped"
+    wakeAll()
+    if (running === undefined) return resume(Effect.void)
+    running.ref()
+    const timer = setTimeout(() => void running.terminate(), STOP_WAIT_MS)
+    running.once("exit", () => {
+      clearTimeout(timer)
+      observe({ _tag: "Stopped" })
+      resume(Effect.void)
+    })
+    running.postMessage("stop")
+  })
+
+  return { committed, catchUp, stop }
 }
 
 /** Create `file` empty with mode 0600 unless it exists (an empty file is an empty SQLite database). */
@@ -154,39 +358,58 @@ const make = (config: SqliteStoreConfig) =>
       db.pragma(`busy_timeout = ${timeout}`)
       db.pragma("foreign_keys = ON")
       db.pragma("synchronous = NORMAL")
+      // checkpoints are the worker's (see `checkpointsOffLoop`)
+      if (file) db.pragma("wal_autocheckpoint = 0")
     })
-    const writer = connectionOf(db)
+    const runtime = yield* Effect.runtime<never>()
+    const checkpoints = file
+      ? checkpointsOffLoop(db, config.filename, timeout, config.checkpoints ?? {}, (message) =>
+        Runtime.runFork(runtime)(Effect.logWarning(message)))
+      : undefined
+    const writer = connectionOf(db, checkpoints?.committed)
 
     // The write permit is held until the transaction's (or the statement's) scope closes, so nothing runs
     // inside another fiber's open transaction. It goes to waiters in arrival order (see ./Permit.ts).
     // Waiting for it is interruptible (a long poll or a client that went away stops queueing); once
-    // taken, its release is registered before anything can interrupt.
+    // taken, its release is registered before anything can interrupt. The taker then waits for a WAL
+    // reset if one is due (`checkpointsOffLoop`).
     const permit = makePermit()
     const takePermit = Effect.uninterruptibleMask((restore) =>
       Effect.zipRight(
         restore(permit.take),
-        Effect.tap(Effect.scope, (scope) => Scope.addFinalizer(scope, permit.release))
+        Effect.flatMap(Effect.scope, (scope) => {
+          const registered = Scope.addFinalizer(scope, permit.release)
+          return checkpoints === undefined ? registered : Effect.zipRight(registered, restore(checkpoints.catchUp))
+        })
       )
     )
     const transactionAcquirer = Effect.as(takePermit, writer.connection)
 
-    // Reads off the write path. On a file (WAL), statements outside a transaction that only read go to a
-    // second, read-only connection and never queue behind the write permit: WAL gives them the last
-    // committed state, never a transaction in progress. Statements that write (an UPDATE outside a
-    // transaction, say) take the permit on the writer for the one statement. `:memory:` has one
-    // connection: everything takes the permit, as a transaction would.
+    // Reads off the write path. On a file (WAL), statements outside a transaction that only read never
+    // queue behind the write permit: WAL gives them the last committed state, never a transaction in
+    // progress. They run on the writer connection when no one holds the permit (its page cache is warm,
+    // while the reader's is invalidated by every commit of the writer: measured 30 against 65 µs for the
+    // envelope's probe), else on a second, read-only connection. The choice and the statement are one
+    // synchronous step (`runSync`, inside one `withFiberRuntime`): no fiber can take the permit and begin
+    // a transaction between them. Statements that write (an UPDATE outside a transaction, say) take the
+    // permit on the writer for the one statement. `:memory:` has one connection: everything takes the
+    // permit, as a transaction would.
     let acquirer: Effect.Effect<Connection, never, Scope.Scope> = transactionAcquirer
     let direct: Connection | undefined
     if (file) {
       const readerDb = yield* open(config.filename, { timeout, readonly: true, fileMustExist: true })
       readerDb.pragma(`busy_timeout = ${timeout}`)
       const reader = connectionOf(readerDb)
+      // after the reader's close in the scope's order, so it runs first: the worker is gone before any
+      // connection closes, and the writer's close (the last) checkpoints what is left
+      yield* Effect.addFinalizer(() => checkpoints!.stop)
       const route = <A>(
         sql: string,
-        onReader: (c: Connection) => Effect.Effect<A, SqlError>,
+        params: ReadonlyArray<unknown>,
+        mode: Mode,
         onWriter: (c: Connection) => Effect.Effect<A, SqlError>
-      ): Effect.Effect<A, SqlError> =>
-        Effect.suspend(() => {
+      ): Effect.Effect<ReadonlyArray<any> | A, SqlError> =>
+        Effect.withFiberRuntime((fiber) => {
           let readonly: boolean
           try {
             readonly = reader.prepareSync(sql).readonly
@@ -194,13 +417,25 @@ const make = (config: SqliteStoreConfig) =>
             // the read-only handle refuses to prepare a write on some schemas: the writer decides
             readonly = false
           }
-          return readonly ? onReader(reader.connection) : Effect.scoped(Effect.zipRight(takePermit, onWriter(writer.connection)))
+          if (!readonly) return Effect.scoped(Effect.zipRight(takePermit, onWriter(writer.connection)))
+          const on = !permit.held() && !db.inTransaction ? writer : reader
+          try {
+            return Effect.succeed(on.runSync(sql, params, mode, Context.get(fiber.currentContext, Client.SafeIntegers)))
+          } catch (error) {
+            return Effect.fail(error as SqlError)
+          }
         })
       const routing: Connection = {
-        execute: (sql, params, transform) =>
-          route(sql, (c) => c.execute(sql, params, transform), (c) => c.execute(sql, params, transform)),
-        executeRaw: (sql, params) => route(sql, (c) => c.executeRaw(sql, params), (c) => c.executeRaw(sql, params)),
-        executeValues: (sql, params) => route(sql, (c) => c.executeValues(sql, params), (c) => c.executeValues(sql, params)),
+        execute: (sql, params, transform) => {
+          const rows = route(sql, params, "rows", (c) => c.execute(sql, params, undefined))
+          return transform ? Effect.map(rows, transform) : rows
+        },
+        executeRaw: (sql, params) => route(sql, params, "raw", (c) => c.executeRaw(sql, params)),
+        executeValues: (sql, params) =>
+          route(sql, params, "values", (c) => c.executeValues(sql, params)) as Effect.Effect<
+            ReadonlyArray<ReadonlyArray<unknown>>,
+            SqlError
+          >,
         executeUnprepared: (sql, params, transform) =>
           Effect.scoped(Effect.zipRight(takePermit, writer.connection.executeUnprepared(sql, params, transform))),
         executeStream: writer.connection.executeStream
