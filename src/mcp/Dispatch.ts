@@ -78,18 +78,24 @@ export class Dispatcher extends Effect.Service<Dispatcher>()("sophia/Dispatcher"
     }
 
     const toolNames = registry.tools.map((t) => t.name)
+    // "did you mean" for an unknown tool name: the registry's tools never change, so each name's
+    // suggestions are worked out once (an edit distance to every tool); bounded, a flood of names only
+    // starts the memo afresh
+    const shortNames = registry.tools.map((t) => t.name.slice(7))
+    const suggestions = new Map<string, ReadonlyArray<string>>()
+    const suggestionsFor = (name: string) => {
+      let found = suggestions.get(name)
+      if (found === undefined) {
+        if (suggestions.size >= 256) suggestions.clear()
+        found = nearest(name.replace(/^sophia[._]/, ""), shortNames).map((n) => `sophia.${n}`)
+        suggestions.set(name, found)
+      }
+      return found
+    }
 
     const run = (caller: Caller, tool: Tool | undefined, name: string, args: unknown, options: CallOptions) =>
       Effect.gen(function*() {
-        if (!tool) {
-          return yield* new NotFound({
-            what: "tool",
-            id: name,
-            suggestions: nearest(name.replace(/^sophia[._]/, ""), registry.tools.map((t) => t.name.slice(7))).map((n) =>
-              `sophia.${n}`
-            )
-          })
-        }
+        if (!tool) return yield* new NotFound({ what: "tool", id: name, suggestions: suggestionsFor(name) }, true)
         const gate = yield* auth.authorize(caller, tool)
         // the arguments as a whole first (an object, well-formed, bounded depth): nothing below walks a hostile shape
         const shape = checkArguments(args, gate === "allow" ? ARGUMENTS_MAX_DEPTH : JSON_MAX_DEPTH)
