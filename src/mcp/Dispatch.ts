@@ -1,4 +1,5 @@
 import { Cause, Effect, FiberRef, LogLevel, Option, ParseResult, Schema } from "effect"
+import type { Tracer } from "effect"
 import type { Caller } from "../domain/Auth.js"
 import { NotFound, UnknownFields, ValidationError } from "../domain/Errors.js"
 import type { ProjectionArgs } from "../domain/Projection.js"
@@ -154,36 +155,42 @@ export class Dispatcher extends Effect.Service<Dispatcher>()("sophia/Dispatcher"
     /**
      * Call a tool as `caller`. Never fails: refusals and defects come back as an outcome with the envelope.
      * Around it, once per finished call: one metric update, the span's attributes and one `info` log line.
+     * The call is a span (`Dispatcher.call`, the services' spans under it) only while the tracer is on:
+     * with nothing exporting spans, a no-op span would still be made and put into the call's context.
      */
     const call = (caller: Caller, name: string, args: unknown, options: CallOptions = {}): Effect.Effect<CallOutcome> =>
-      // no call-site stack capture for the span (Effect.withSpan's default is a new Error per call)
-      Effect.useSpan("Dispatcher.call", { attributes: { tool: name }, captureStackTrace: false }, (span) =>
-        Effect.clockWith((clock) => {
-          const started = clock.unsafeCurrentTimeMillis()
-          const tool = Option.getOrUndefined(registry.lookup(name))
-          const settled = Effect.matchCauseEffect(run(caller, tool, name, args, options), {
-            onFailure: outcomeOf,
-            onSuccess: succeeded
-          })
-          const enveloped = options.envelope === false ? settled : Effect.flatMap(settled, (outcome) =>
-            Effect.map(
-              envelope.fields(caller, options.viaSandbox === true ? HOLD_SIGNALS : DELIVER_SIGNALS),
-              (fields): CallOutcome => ({ ...outcome, body: { ...outcome.body, ...fields } } as CallOutcome)
-            ))
-          return Effect.withParentSpan(
-            Effect.flatMap(enveloped, (outcome) => {
-              const ms = clock.unsafeCurrentTimeMillis() - started
-              const toolName = tool?.name ?? "unknown"
-              const result = outcome.ok ? "ok" : outcome.body.error.code
-              recordToolCall(toolName, result, ms / 1000)
-              span.attribute("sophia.tool", toolName)
-              span.attribute("sophia.outcome", result)
-              if (!logCalls) return Effect.succeed(outcome)
-              return Effect.as(logCall(toolName, result, ms, caller, options), outcome)
-            }),
-            span
-          )
-        }))
+      Effect.withFiberRuntime((fiber) =>
+        fiber.getFiberRef(FiberRef.currentTracerEnabled)
+          // no call-site stack capture for the span (Effect.withSpan's default is a new Error per call)
+          ? Effect.useSpan("Dispatcher.call", { attributes: { tool: name }, captureStackTrace: false }, (span) =>
+            Effect.withParentSpan(observedCall(caller, name, args, options, span), span))
+          : observedCall(caller, name, args, options, undefined)
+      )
+
+    const observedCall = (caller: Caller, name: string, args: unknown, options: CallOptions, span: Tracer.Span | undefined) =>
+      Effect.clockWith((clock) => {
+        const started = clock.unsafeCurrentTimeMillis()
+        const tool = Option.getOrUndefined(registry.lookup(name))
+        const settled = Effect.matchCauseEffect(run(caller, tool, name, args, options), {
+          onFailure: outcomeOf,
+          onSuccess: succeeded
+        })
+        const enveloped = options.envelope === false ? settled : Effect.flatMap(settled, (outcome) =>
+          Effect.map(
+            envelope.fields(caller, options.viaSandbox === true ? HOLD_SIGNALS : DELIVER_SIGNALS),
+            (fields): CallOutcome => ({ ...outcome, body: { ...outcome.body, ...fields } } as CallOutcome)
+          ))
+        return Effect.flatMap(enveloped, (outcome) => {
+          const ms = clock.unsafeCurrentTimeMillis() - started
+          const toolName = tool?.name ?? "unknown"
+          const result = outcome.ok ? "ok" : outcome.body.error.code
+          recordToolCall(toolName, result, ms / 1000)
+          span?.attribute("sophia.tool", toolName)
+          span?.attribute("sophia.outcome", result)
+          if (!logCalls) return Effect.succeed(outcome)
+          return Effect.as(logCall(toolName, result, ms, caller, options), outcome)
+        })
+      })
 
     /** The call's `info` line; nothing is built when the log level drops it. */
     const logCall = (tool: string, outcome: string, ms: number, caller: Caller, options: CallOptions) =>
