@@ -78,7 +78,7 @@ describe("the call path", () => {
       const again = yield* dispatcher.call(caller, "sophia_orientt", {})
       assert.isFalse(first.ok)
       assert.deepStrictEqual(again.body, first.body)
-      assert.include((first.body.error as { suggestions: Array<string> }).suggestions, "sophia.orient")
+      assert.include((first.body.error as unknown as { suggestions: Array<string> }).suggestions, "sophia.orient")
     }).pipe(Effect.provide(SophiaTest)))
 
   it.effect("a refusal failed inside a span has the same body, and its stack is never formatted for it", () =>
