@@ -38,6 +38,24 @@ describe("Auth", () => {
       assert.strictEqual(err._tag, "Unauthenticated")
     }).pipe(Effect.provide(SophiaTest)))
 
+  it.effect("every request sees the row as it is now: a rename, a changed scope or profile reaches the next Caller", () =>
+    Effect.gen(function*() {
+      const auth = yield* Auth
+      const { bearer, caller } = yield* connect("worker", "full")
+      // the same row twice: the same Caller
+      assert.deepStrictEqual(yield* auth.authenticate(bearer), caller)
+      yield* auth.rename("worker", "builder")
+      assert.strictEqual((yield* auth.authenticate(bearer)).name, "builder")
+      const { SqlClient } = yield* Effect.promise(() => import("@effect/sql"))
+      const sql = yield* SqlClient.SqlClient
+      yield* sql`UPDATE connections SET entity_scope = ${JSON.stringify(["e1"])}, profile = 'observer' WHERE id = ${caller.connectionId}`
+      const changed = yield* auth.authenticate(bearer)
+      assert.deepStrictEqual(changed.entityScope, ["e1"])
+      assert.strictEqual(changed.profile, "observer")
+      yield* auth.revoke(caller.connectionId)
+      assert.strictEqual((yield* Effect.flip(auth.authenticate(bearer)))._tag, "Unauthenticated")
+    }).pipe(Effect.provide(SophiaTest)))
+
   it.effect("names are unique per user among live connections; rename and revoke by id, short id or name", () =>
     Effect.gen(function*() {
       const auth = yield* Auth

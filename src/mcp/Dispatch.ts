@@ -1,4 +1,5 @@
-import { Cause, Clock, Effect, Option, ParseResult, Schema } from "effect"
+import { Cause, Effect, FiberRef, LogLevel, Option, ParseResult, Schema } from "effect"
+import type { Tracer } from "effect"
 import type { Caller } from "../domain/Auth.js"
 import { NotFound, UnknownFields, ValidationError } from "../domain/Errors.js"
 import type { ProjectionArgs } from "../domain/Projection.js"
@@ -39,6 +40,15 @@ export interface CallOptions {
   readonly envelope?: boolean
 }
 
+const internalError = (): CallOutcome => ({
+  ok: false,
+  refusal: undefined,
+  body: { error: { code: "internal_error", message: "the server failed while handling this call; it was logged" } }
+})
+/** `deliver: false` (calls from inside execute_code) leaves once-only signals for the outer response */
+const DELIVER_SIGNALS = { deliver: true } as const
+const HOLD_SIGNALS = { deliver: false } as const
+
 /**
  * The one path of every tool call, whatever the transport (Streamable HTTP, stdio, REST, execute_code):
  * resolve the name → authorize → decode → call the service → encode → splice the envelope. No business
@@ -69,19 +79,24 @@ export class Dispatcher extends Effect.Service<Dispatcher>()("sophia/Dispatcher"
     }
 
     const toolNames = registry.tools.map((t) => t.name)
+    // "did you mean" for an unknown tool name: the registry's tools never change, so each name's
+    // suggestions are worked out once (an edit distance to every tool); bounded, a flood of names only
+    // starts the memo afresh
+    const shortNames = registry.tools.map((t) => t.name.slice(7))
+    const suggestions = new Map<string, ReadonlyArray<string>>()
+    const suggestionsFor = (name: string) => {
+      let found = suggestions.get(name)
+      if (found === undefined) {
+        if (suggestions.size >= 256) suggestions.clear()
+        found = nearest(name.replace(/^sophia[._]/, ""), shortNames).map((n) => `sophia.${n}`)
+        suggestions.set(name, found)
+      }
+      return found
+    }
 
-    const run = (caller: Caller, name: string, args: unknown, options: CallOptions) =>
+    const run = (caller: Caller, tool: Tool | undefined, name: string, args: unknown, options: CallOptions) =>
       Effect.gen(function*() {
-        const tool = Option.getOrUndefined(registry.lookup(name))
-        if (!tool) {
-          return yield* new NotFound({
-            what: "tool",
-            id: name,
-            suggestions: nearest(name.replace(/^sophia[._]/, ""), registry.tools.map((t) => t.name.slice(7))).map((n) =>
-              `sophia.${n}`
-            )
-          })
-        }
+        if (!tool) return yield* new NotFound({ what: "tool", id: name, suggestions: suggestionsFor(name) }, true)
         const gate = yield* auth.authorize(caller, tool)
         // the arguments as a whole first (an object, well-formed, bounded depth): nothing below walks a hostile shape
         const shape = checkArguments(args, gate === "allow" ? ARGUMENTS_MAX_DEPTH : JSON_MAX_DEPTH)
@@ -123,52 +138,72 @@ export class Dispatcher extends Effect.Service<Dispatcher>()("sophia/Dispatcher"
         })
       })
 
-    /** Call a tool as `caller`. Never fails: refusals and defects come back as an outcome with the envelope. */
+    /** A refusal (the first failure) or a defect (logged) as an outcome; an interruption stays one. */
+    const outcomeOf = (cause: Cause.Cause<Refusal>): Effect.Effect<CallOutcome> => {
+      const refusal = Cause.failureOption(cause)
+      if (Option.isSome(refusal)) {
+        return Effect.succeed({ ok: false, refusal: refusal.value, body: { error: refusalBody(refusal.value) } })
+      }
+      const defect = Cause.dieOption(cause)
+      if (Option.isSome(defect)) {
+        return Effect.as(Effect.logError("tool call failed", Cause.die(defect.value)), internalError())
+      }
+      return Effect.failCause(cause as Cause.Cause<never>)
+    }
+    const succeeded = (body: Record<string, unknown>): Effect.Effect<CallOutcome> => Effect.succeed({ ok: true, body })
+
+    /**
+     * Call a tool as `caller`. Never fails: refusals and defects come back as an outcome with the envelope.
+     * Around it, once per finished call: one metric update, the span's attributes and one `info` log line.
+     * The call is a span (`Dispatcher.call`, the services' spans under it) only while the tracer is on:
+     * with nothing exporting spans, a no-op span would still be made and put into the call's context.
+     */
     const call = (caller: Caller, name: string, args: unknown, options: CallOptions = {}): Effect.Effect<CallOutcome> =>
-      run(caller, name, args, options).pipe(
-        Effect.map((body) => ({ ok: true as const, body })),
-        Effect.catchAll((refusal: Refusal) =>
-          Effect.succeed({ ok: false as const, refusal, body: { error: refusalBody(refusal) } })
-        ),
-        Effect.catchAllDefect((defect) =>
-          Effect.logError("tool call failed", Cause.die(defect)).pipe(
-            Effect.as({
-              ok: false as const,
-              refusal: undefined,
-              body: { error: { code: "internal_error", message: "the server failed while handling this call; it was logged" } }
-            })
-          )
-        ),
-        Effect.flatMap((outcome) =>
-          options.envelope === false ? Effect.succeed(outcome) : Effect.map(
-            envelope.fields(caller, { deliver: !(options.viaSandbox ?? false) }),
-            (fields): CallOutcome => ({ ...outcome, body: { ...outcome.body, ...fields } } as CallOutcome)
-          )
-        ),
-        observed(caller, name, options),
-        Effect.withSpan("Dispatcher.call", { attributes: { tool: name } })
+      Effect.withFiberRuntime((fiber) =>
+        fiber.getFiberRef(FiberRef.currentTracerEnabled)
+          // no call-site stack capture for the span (Effect.withSpan's default is a new Error per call)
+          ? Effect.useSpan("Dispatcher.call", { attributes: { tool: name }, captureStackTrace: false }, (span) =>
+            Effect.withParentSpan(observedCall(caller, name, args, options, span), span))
+          : observedCall(caller, name, args, options, undefined)
       )
 
-    /** One metric update, one span attribute and one `info` log line per finished call. */
-    const observed = (caller: Caller, name: string, options: CallOptions) => (self: Effect.Effect<CallOutcome>) =>
-      Effect.gen(function*() {
-        const started = yield* Clock.currentTimeMillis
-        const outcome = yield* self
-        const ms = (yield* Clock.currentTimeMillis) - started
-        const tool = Option.match(registry.lookup(name), { onNone: () => "unknown", onSome: (t) => t.name })
-        const result = outcome.ok ? "ok" : outcome.body.error.code
-        yield* recordToolCall(tool, result, ms / 1000)
-        yield* Effect.annotateCurrentSpan({ "sophia.tool": tool, "sophia.outcome": result })
-        if (!logCalls) return outcome
-        yield* Effect.logInfo("tool call").pipe(Effect.annotateLogs({
-          tool,
-          outcome: result,
-          ms,
-          connection: caller.connectionShort,
-          ...(options.viaSandbox === true ? { via: "execute_code" } : {})
-        }))
-        return outcome
+    const observedCall = (caller: Caller, name: string, args: unknown, options: CallOptions, span: Tracer.Span | undefined) =>
+      Effect.clockWith((clock) => {
+        const started = clock.unsafeCurrentTimeMillis()
+        const tool = Option.getOrUndefined(registry.lookup(name))
+        const settled = Effect.matchCauseEffect(run(caller, tool, name, args, options), {
+          onFailure: outcomeOf,
+          onSuccess: succeeded
+        })
+        const enveloped = options.envelope === false ? settled : Effect.flatMap(settled, (outcome) =>
+          Effect.map(
+            envelope.fields(caller, options.viaSandbox === true ? HOLD_SIGNALS : DELIVER_SIGNALS),
+            (fields): CallOutcome => ({ ...outcome, body: { ...outcome.body, ...fields } } as CallOutcome)
+          ))
+        return Effect.flatMap(enveloped, (outcome) => {
+          const ms = clock.unsafeCurrentTimeMillis() - started
+          const toolName = tool?.name ?? "unknown"
+          const result = outcome.ok ? "ok" : outcome.body.error.code
+          recordToolCall(toolName, result, ms / 1000)
+          span?.attribute("sophia.tool", toolName)
+          span?.attribute("sophia.outcome", result)
+          if (!logCalls) return Effect.succeed(outcome)
+          return Effect.as(logCall(toolName, result, ms, caller, options), outcome)
+        })
       })
+
+    /** The call's `info` line; nothing is built when the log level drops it. */
+    const logCall = (tool: string, outcome: string, ms: number, caller: Caller, options: CallOptions) =>
+      Effect.withFiberRuntime<void>((fiber) =>
+        LogLevel.greaterThan(fiber.getFiberRef(FiberRef.currentMinimumLogLevel), LogLevel.Info)
+          ? Effect.void
+          : Effect.annotateLogs(
+            Effect.logInfo("tool call"),
+            options.viaSandbox === true
+              ? { tool, outcome, ms, connection: caller.connectionShort, via: "execute_code" }
+              : { tool, outcome, ms, connection: caller.connectionShort }
+          )
+      )
 
     return {
       call,

@@ -66,14 +66,20 @@ export interface RefusalBody {
   readonly [detail: string]: unknown
 }
 
-/** `{ code, message, ...details }`: the refusal's own fields are its details. */
+/**
+ * `{ code, message, ...details }`: the refusal's own fields are its details. Read by name from
+ * `Reflect.ownKeys`, not `Object.entries`: a refusal failed inside a span reaches here wrapped in Effect's
+ * span-annotation Proxy, where enumerating asks for every own property's descriptor — `stack` included,
+ * which makes V8 format the error's stack trace (tens of µs per refusal) only to skip it.
+ */
 export const refusalBody = (refusal: Refusal): RefusalBody => {
   if (refusal._tag === "InnerRefusal") return { ...refusal.details, code: refusal.code, message: refusal.message }
   const details: Record<string, unknown> = {}
-  for (const [key, value] of Object.entries(refusal)) {
-    if (key !== "_tag" && key !== "message" && key !== "stack" && key !== "cause" && value !== undefined) {
-      details[key] = value
-    }
+  for (const key of Reflect.ownKeys(refusal)) {
+    if (typeof key !== "string" || key === "_tag" || key === "message" || key === "stack" || key === "cause") continue
+    if (!Object.prototype.propertyIsEnumerable.call(refusal, key)) continue
+    const value = (refusal as unknown as Record<string, unknown>)[key]
+    if (value !== undefined) details[key] = value
   }
   return { code: CODES[refusal._tag][0], message: refusal.message, ...details }
 }

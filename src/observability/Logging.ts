@@ -3,7 +3,7 @@
  * line per record: `json` (one object per line, for collectors) or `pretty` (for people; colour only on a
  * terminal and never with NO_COLOR).
  */
-import { Cause, FiberId, HashMap, Inspectable, List, Logger, LogLevel } from "effect"
+import { Cause, FiberId, Inspectable, List, Logger, LogLevel } from "effect"
 import type { Layer } from "effect"
 
 export type LogFormat = "json" | "pretty"
@@ -11,13 +11,9 @@ export const LOG_FORMATS: ReadonlyArray<LogFormat> = ["pretty", "json"]
 
 const messageOf = (message: unknown): string => {
   const parts = Array.isArray(message) ? message : [message]
+  // the usual record: one string
+  if (parts.length === 1 && typeof parts[0] === "string") return parts[0]
   return parts.map((p) => (typeof p === "string" ? p : Inspectable.toStringUnknown(p, 0))).join(" ")
-}
-
-const annotationsOf = (annotations: HashMap.HashMap<string, unknown>) => {
-  const out: Record<string, unknown> = {}
-  for (const [k, v] of annotations) out[k] = v
-  return out
 }
 
 const spansOf = (spans: List.List<{ readonly label: string; readonly startTime: number }>, now: number) => {
@@ -34,12 +30,11 @@ const jsonLogger = Logger.make(({ annotations, cause, date, fiberId, logLevel, m
   const record: Record<string, unknown> = {
     time: date.toISOString(),
     level: logLevel.label,
-    message: messageOf(message),
-    ...annotationsOf(annotations),
-    fiber: FiberId.threadName(fiberId)
+    message: messageOf(message)
   }
-  const spanTimes = spansOf(spans, date.getTime())
-  if (Object.keys(spanTimes).length > 0) record.spans = spanTimes
+  for (const [k, v] of annotations) record[k] = v
+  record.fiber = FiberId.threadName(fiberId)
+  if (List.isCons(spans)) record.spans = spansOf(spans, date.getTime())
   if (!Cause.isEmpty(cause)) record.cause = Cause.pretty(cause, { renderErrorCause: true })
   write(JSON.stringify(record))
 })
@@ -53,21 +48,32 @@ const COLOURS: Record<string, string> = {
   TRACE: "\x1b[90m"
 }
 
+// a value as `key=value` shows it: numbers as they are, strings bare unless they need quoting
+const QUOTE = /[\s="]/
 const formatValue = (v: unknown) => {
+  if (typeof v === "number") return Number.isFinite(v) ? String(v) : "null"
   const s = typeof v === "string" ? v : JSON.stringify(v) ?? String(v)
-  return /[\s="]/.test(s) ? JSON.stringify(s) : s
+  return QUOTE.test(s) ? JSON.stringify(s) : s
 }
 
-const prettyLogger = (colour: boolean) =>
-  Logger.make(({ annotations, cause, date, logLevel, message }) => {
-    const level = logLevel.label.padEnd(5)
-    const paint = (s: string) => (colour ? `${COLOURS[logLevel.label] ?? ""}${s}\x1b[0m` : s)
-    const fields = Object.entries(annotationsOf(annotations)).map(([k, v]) => `${k}=${formatValue(v)}`)
-    const head = `${date.toISOString().slice(11, 23)} ${paint(level)} ${messageOf(message)}`
-    const line = [head, ...fields].join(" ")
+const prettyLogger = (colour: boolean) => {
+  // each level's label as printed (padded, painted), made once
+  const labels = new Map<string, string>()
+  const labelOf = (label: string) => {
+    let text = labels.get(label)
+    if (text === undefined) {
+      const padded = label.padEnd(5)
+      labels.set(label, text = colour ? `${COLOURS[label] ?? ""}${padded}\x1b[0m` : padded)
+    }
+    return text
+  }
+  return Logger.make(({ annotations, cause, date, logLevel, message }) => {
+    let line = `${date.toISOString().slice(11, 23)} ${labelOf(logLevel.label)} ${messageOf(message)}`
+    for (const [k, v] of annotations) line += ` ${k}=${formatValue(v)}`
     // a cause is the one exception to one line: its stack follows, indented
     write(Cause.isEmpty(cause) ? line : `${line}\n  ${Cause.pretty(cause).split("\n").join("\n  ")}`)
   })
+}
 
 /** Whether stderr may carry colour codes. */
 export const stderrColour = () => process.stderr.isTTY === true && (process.env.NO_COLOR ?? "") === "" && process.env.TERM !== "dumb"

@@ -3,23 +3,26 @@
  * rendered as Prometheus text for `GET /metrics`, plus gauges read at scrape time from the services that
  * own them (pending approvals, sandbox children) and from the transport (MCP sessions).
  */
-import { Context, Effect, Layer, Metric, MetricBoundaries, MetricState } from "effect"
-import type { MetricKeyType, MetricPair } from "effect"
+import { Context, Effect, Layer, Metric, MetricBoundaries, MetricKey, MetricLabel, MetricState } from "effect"
+import type { MetricHook, MetricPair } from "effect"
 import { Approvals } from "../services/Approvals.js"
 import { Sandbox } from "../services/Sandbox.js"
 
-/** Every tool call, by canonical tool name and outcome (`ok`, a refusal code, or `internal_error`). */
-export const toolCalls = Metric.counter("sophia_tool_calls_total", {
+const toolCallsKey = MetricKey.counter("sophia_tool_calls_total", {
   description: "tool calls by tool and outcome",
   incremental: true
 })
-
-/** Tool call latency in seconds, by tool. */
-export const toolCallSeconds = Metric.histogram(
+const toolCallSecondsKey = MetricKey.histogram(
   "sophia_tool_call_duration_seconds",
   MetricBoundaries.fromIterable([0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60]),
   "tool call latency by tool"
 )
+
+/** Every tool call, by canonical tool name and outcome (`ok`, a refusal code, or `internal_error`). */
+export const toolCalls = Metric.fromMetricKey(toolCallsKey)
+
+/** Tool call latency in seconds, by tool. */
+export const toolCallSeconds = Metric.fromMetricKey(toolCallSecondsKey)
 
 /**
  * Whether the Dispatcher writes its one `info` line per tool call. Off by default (an embedder's or a
@@ -28,27 +31,40 @@ export const toolCallSeconds = Metric.histogram(
 export class RequestLog extends Context.Reference<RequestLog>()("sophia/RequestLog", { defaultValue: () => false }) {}
 export const RequestLogOn = Layer.succeed(RequestLog, true)
 
-// The tagged metrics of each (tool, outcome), made once: tagging builds a new metric key (hashed, with
-// its tags in a fresh array) and a registry lookup on every use, which a per-call path should not pay.
-// Bounded: tools and refusal codes are fixed sets (an unknown tool name is recorded as "unknown").
-const callCounters = new Map<string, Metric.Metric.Counter<number>>()
-const callHistograms = new Map<string, Metric.Metric<MetricKeyType.MetricKeyType.Histogram, number, MetricState.MetricState.Histogram>>()
+// The registry's entry (hook) of each (tool, outcome), looked up once. A tagged `Metric` does not make the
+// per-call path cheap: every update of one builds its tags afresh (a new array, so its hook cache misses),
+// then a new metric key, hashed, and a registry lookup. The hooks are the registry's own state, so
+// `Metric.snapshot` (and /metrics) reads exactly what is recorded here. Bounded: tools and refusal codes are
+// fixed sets (an unknown tool name is recorded as "unknown").
+const callCounters = new Map<string, MetricHook.MetricHook.Counter<number>>()
+const callHistograms = new Map<string, MetricHook.MetricHook.Histogram>()
 
 const counterOf = (tool: string, outcome: string) => {
   const key = `${tool}\u0000${outcome}`
   let counter = callCounters.get(key)
-  if (counter === undefined) callCounters.set(key, counter = Metric.tagged(Metric.tagged(toolCalls, "tool", tool), "outcome", outcome))
+  if (counter === undefined) {
+    callCounters.set(
+      key,
+      counter = Metric.globalMetricRegistry.get(
+        MetricKey.taggedWithLabels(toolCallsKey, [MetricLabel.make("tool", tool), MetricLabel.make("outcome", outcome)])
+      )
+    )
+  }
   return counter
 }
 const histogramOf = (tool: string) => {
   let histogram = callHistograms.get(tool)
-  if (histogram === undefined) callHistograms.set(tool, histogram = Metric.tagged(toolCallSeconds, "tool", tool))
+  if (histogram === undefined) {
+    callHistograms.set(tool, histogram = Metric.globalMetricRegistry.get(MetricKey.tagged(toolCallSecondsKey, "tool", tool)))
+  }
   return histogram
 }
 
-/** Record one finished call. */
-export const recordToolCall = (tool: string, outcome: string, seconds: number) =>
-  Effect.zipRight(Metric.increment(counterOf(tool, outcome)), Metric.update(histogramOf(tool), seconds))
+/** Record one finished call (a plain function: two in-memory updates, nothing to run). */
+export const recordToolCall = (tool: string, outcome: string, seconds: number): void => {
+  counterOf(tool, outcome).update(1)
+  histogramOf(tool).update(seconds)
+}
 
 const escapeLabel = (v: string) => v.replace(/\\/g, "\\\\").replace(/\n/g, "\\n").replace(/"/g, "\\\"")
 const labels = (tags: ReadonlyArray<readonly [string, string]>) =>

@@ -1,6 +1,7 @@
 import { SqlClient, SqlSchema } from "@effect/sql"
 import { Clock, Effect, Option, Schema } from "effect"
-import { createHash, randomBytes, randomUUID } from "node:crypto"
+import * as crypto from "node:crypto"
+import { randomBytes, randomUUID } from "node:crypto"
 import { decideAccess } from "../domain/Access.js"
 import type { AccessClass, Caller, ConnectionInfo, Profile } from "../domain/Auth.js"
 import { ConnectionId, ConnectionName, connectionShort, UserId } from "../domain/Auth.js"
@@ -21,7 +22,10 @@ import { makeFixedStatements } from "./Statements.js"
 /** Bearers are `sph_` + 32 random bytes (base64url); only their SHA-256 is stored. */
 const BEARER_PREFIX = "sph_"
 const BEARER_BYTES = 32
-export const hashBearer = (bearer: string): string => createHash("sha256").update(bearer).digest("hex")
+export const hashBearer: (bearer: string) => string = typeof crypto.hash === "function"
+  // Node's one-shot hash where it exists (20.12+): no Hash object per request
+  ? (bearer) => crypto.hash("sha256", bearer, "hex")
+  : (bearer) => crypto.createHash("sha256").update(bearer).digest("hex")
 const mintBearer = () => BEARER_PREFIX + randomBytes(BEARER_BYTES).toString("base64url")
 
 /** last_seen_at is written at most this often by ordinary calls (a write per call would be waste). */
@@ -39,6 +43,14 @@ const ConnectionRow = Schema.Struct({
   last_seen_at: Schema.NullOr(Schema.String)
 })
 type ConnectionRow = typeof ConnectionRow.Type
+
+/** A connection row as the store returns it (before decoding). */
+type RawConnectionRow = { readonly [K in keyof typeof ConnectionRow.Encoded]: typeof ConnectionRow.Encoded[K] }
+
+/** The columns a Caller is made of (everything but the timestamps). */
+const sameIdentity = (a: RawConnectionRow, b: RawConnectionRow) =>
+  a.id === b.id && a.user_id === b.user_id && a.user_name === b.user_name && a.name === b.name &&
+  a.profile === b.profile && a.entity_scope === b.entity_scope
 
 const toInfo = (row: ConnectionRow): ConnectionInfo => ({
   connection_id: row.id,
@@ -92,9 +104,7 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
       sql`SELECT c.id, c.user_id, u.name AS user_name, c.name, c.profile, c.entity_scope, c.created_at,
         c.revoked_at, c.last_seen_at FROM connections c JOIN users u ON u.id = c.user_id
         WHERE c.token_hash = ${hash} AND c.revoked_at IS NULL`)
-    const decodeConnections = Schema.decodeUnknown(Schema.Array(ConnectionRow))
-    const findByHash = (hash: string) =>
-      Effect.map(Effect.flatMap(byHash(hash), decodeConnections), (rows) => Option.fromNullable(rows[0]))
+    const decodeConnection = Schema.decodeUnknown(ConnectionRow)
     const findById = SqlSchema.findOne({
       Request: Schema.String,
       Result: ConnectionRow,
@@ -270,18 +280,39 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
       return toInfo(Option.getOrThrow(yield* findById(target.connection_id)))
     }, sql.withTransaction, Effect.catchTag("SqlError", "ParseError", Effect.die))
 
+    // The Caller last made from each bearer's row, with the row's identity columns it came from: while they
+    // are unchanged the same Caller is handed out without decoding the row again. The row itself is read on
+    // every request all the same (a revoked or renamed connection is seen on the next one). Bounded by the
+    // connections that authenticate; a flood of them only starts the memo afresh.
+    const callers = new Map<string, { readonly row: RawConnectionRow; readonly caller: Caller }>()
+    const callerOf = (hash: string, row: RawConnectionRow): Effect.Effect<Caller> => {
+      const known = callers.get(hash)
+      if (known !== undefined && sameIdentity(known.row, row)) return Effect.succeed(known.caller)
+      return Effect.map(Effect.orDie(decodeConnection(row)), (decoded) => {
+        const caller = toCaller(decoded)
+        if (callers.size >= 4096) callers.clear()
+        callers.set(hash, { row, caller })
+        return caller
+      })
+    }
+    const touchSeen = (id: string, now: number) =>
+      Effect.orDie(sql`UPDATE connections SET last_seen_at = ${new Date(now).toISOString()} WHERE id = ${id}`)
+
     /** Check a bearer against its row, on every call. Missing, malformed, unknown or revoked: `Unauthenticated`. */
-    const authenticate = Effect.fnUntraced(function*(bearer: string | undefined | null) {
-      if (!bearer || !bearer.startsWith(BEARER_PREFIX) || bearer.length > 200) return yield* new Unauthenticated()
-      const row = yield* Effect.orDie(findByHash(hashBearer(bearer)))
-      if (Option.isNone(row)) return yield* new Unauthenticated()
-      const now = yield* Clock.currentTimeMillis
-      const seen = row.value.last_seen_at ? Date.parse(row.value.last_seen_at) : 0
-      if (now - seen >= LAST_SEEN_RESOLUTION_MS) {
-        yield* Effect.orDie(sql`UPDATE connections SET last_seen_at = ${new Date(now).toISOString()} WHERE id = ${row.value.id}`)
-      }
-      return toCaller(row.value)
-    })
+    const authenticate = (bearer: string | undefined | null): Effect.Effect<Caller, Unauthenticated> => {
+      if (!bearer || !bearer.startsWith(BEARER_PREFIX) || bearer.length > 200) return Effect.fail(new Unauthenticated())
+      const hash = hashBearer(bearer)
+      return Effect.flatMap(Effect.orDie(byHash(hash)), (rows) => {
+        const row = rows[0] as RawConnectionRow | undefined
+        if (row === undefined) return Effect.fail(new Unauthenticated())
+        return Effect.clockWith((clock) => {
+          const now = clock.unsafeCurrentTimeMillis()
+          const seen = row.last_seen_at ? Date.parse(row.last_seen_at) : 0
+          const caller = callerOf(hash, row)
+          return now - seen >= LAST_SEEN_RESOLUTION_MS ? Effect.zipLeft(caller, touchSeen(row.id, now)) : caller
+        })
+      })
+    }
 
     /** Record that a connection is alive now (beacon). */
     const touch = Effect.fnUntraced(function*(connectionId: string) {
