@@ -9,6 +9,7 @@ import { ConfigProvider, Effect, Layer, Option } from "effect"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import { TracingLive, tracesUrlFrom } from "../src/observability/Tracing.js"
+import { spanned } from "../src/services/Spans.js"
 
 const spanInside = Effect.gen(function*() {
   const traced = Effect.fn("Service.method")(function*() {
@@ -48,6 +49,18 @@ describe("tracing", () => {
       assert.strictEqual(parent._tag, "Span")
       assert.strictEqual((parent as { name?: string }).name, "Dispatcher.call")
     }).pipe(Effect.scoped))
+
+  it.effect("a service method's span (spanned) exists only while the tracer is on", () =>
+    Effect.gen(function*() {
+      const method = spanned("Service.method", () => Effect.option(Effect.currentSpan))
+      const on = Option.getOrThrow(yield* method())
+      assert.strictEqual(on.name, "Service.method")
+      // off: not even a no-op span is made; the method runs in its caller's span context
+      const off = yield* method().pipe(Effect.withTracerEnabled(false))
+      assert.isTrue(Option.isNone(off))
+      const inCaller = yield* method().pipe(Effect.withTracerEnabled(false), Effect.withSpan("caller"))
+      assert.strictEqual(Option.map(inCaller, (span) => span.name).pipe(Option.getOrUndefined), "caller")
+    }))
 
   it("the traces URL: the traces endpoint as is, else the base endpoint + /v1/traces, else none", () => {
     assert.strictEqual(tracesUrlFrom(undefined, undefined), undefined)
