@@ -833,13 +833,6 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
       sql`(SELECT COALESCE(MAX(last_pos), 0) FROM post_counters WHERE user_id = ${userId})`
     /** How many channels the user has, as one SQL expression. */
     const channelsCountExpr = (userId: string) => sql`(SELECT COUNT(*) FROM channel_counters WHERE user_id = ${userId})`
-    const countRow = SqlSchema.single({
-      Request: Schema.String,
-      Result: Schema.Struct({ posts: DbInt, channels: DbInt }),
-      execute: (userId) => sql`SELECT ${postsCountExpr(userId)} AS posts, ${channelsCountExpr(userId)} AS channels`
-    })
-    /** How many posts and channels the user has. */
-    const counts = (userId: string) => Effect.orDie(countRow(userId))
 
     const lastSeqRow = SqlSchema.findOne({
       Request: Schema.Struct({ userId: Schema.String, channel: Schema.String }),
@@ -950,7 +943,7 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
       }).pipe(Effect.flatMap(decodePostHits))
     }, Effect.catchTag("SqlError", "ParseError", Effect.die)))
 
-    return { post, beacon, inbox, wouldReturn, watchUnread, searchPosts, unreadCount, unreadExpr, counts, postsCountExpr, channelsCountExpr, lastSeq, firstPost, postIdsOf, holdChannel } as const
+    return { post, beacon, inbox, wouldReturn, watchUnread, searchPosts, unreadCount, unreadExpr, postsCountExpr, channelsCountExpr, lastSeq, firstPost, postIdsOf, holdChannel } as const
   })
 }) {}
 

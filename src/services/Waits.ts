@@ -554,14 +554,7 @@ export class Waits extends Effect.Service<Waits>()("sophia/Waits", {
 
     /** How many open waits the user has, as one SQL expression (for a caller's combined probe: `Orient`). */
     const countOpenExpr = (userId: string) => sql`(SELECT COUNT(*) FROM waits WHERE user_id = ${userId} AND status = 'open')`
-    const countOpenRow = SqlSchema.single({
-      Request: Schema.String,
-      Result: Schema.Struct({ n: DbInt }),
-      execute: (userId) => sql`SELECT ${countOpenExpr(userId)} AS n`
-    })
-    /** How many waits of the user are open. */
-    const countOpen = (userId: string) => Effect.orDie(Effect.map(countOpenRow(userId), (r) => r.n))
 
-    return { declare, cancel, sweep, signals, signalsAfter, openExpr, undeliveredExpr, graph, countOpen, countOpenExpr, countOrphaned, onPostLanded, onConnectionRevoked } as const
+    return { declare, cancel, sweep, signals, signalsAfter, openExpr, undeliveredExpr, graph, countOpenExpr, countOrphaned, onPostLanded, onConnectionRevoked } as const
   })
 }) {}
