@@ -8,21 +8,17 @@ import type { MetricHook, MetricPair } from "effect"
 import { Approvals } from "../services/Approvals.js"
 import { Sandbox } from "../services/Sandbox.js"
 
+/** Every tool call, by canonical tool name and outcome (`ok`, a refusal code, or `internal_error`). */
 const toolCallsKey = MetricKey.counter("sophia_tool_calls_total", {
   description: "tool calls by tool and outcome",
   incremental: true
 })
+/** Tool call latency in seconds, by tool. */
 const toolCallSecondsKey = MetricKey.histogram(
   "sophia_tool_call_duration_seconds",
   MetricBoundaries.fromIterable([0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60]),
   "tool call latency by tool"
 )
-
-/** Every tool call, by canonical tool name and outcome (`ok`, a refusal code, or `internal_error`). */
-export const toolCalls = Metric.fromMetricKey(toolCallsKey)
-
-/** Tool call latency in seconds, by tool. */
-export const toolCallSeconds = Metric.fromMetricKey(toolCallSecondsKey)
 
 /**
  * Whether the Dispatcher writes its one `info` line per tool call. Off by default (an embedder's or a
