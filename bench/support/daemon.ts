@@ -53,8 +53,13 @@ export const startDaemon = async (agents: number, extraArgs: ReadonlyArray<strin
     process.execPath,
     [
       ...(process.env.DAEMON_NODE_ARGS ?? "").split(" ").filter(Boolean),
-      // DAEMON_FROM_SOURCE=1 runs src/main.ts through tsx instead (readable names in a --cpu-prof profile)
-      ...(process.env.DAEMON_FROM_SOURCE === "1" ? ["--import", "tsx", path.join(root, "src", "main.ts")] : [path.join(root, "bin", "sophia.js")]),
+      // DAEMON_FROM_SOURCE=1 runs src/main.ts through tsx instead; =dist runs the unbundled, unminified
+      // dist/main.js (readable names and lines in a --cpu-prof profile, without tsx's loader in it)
+      ...(process.env.DAEMON_FROM_SOURCE === "1"
+        ? ["--import", "tsx", path.join(root, "src", "main.ts")]
+        : process.env.DAEMON_FROM_SOURCE === "dist"
+        ? [path.join(root, "dist", "main.js")]
+        : [path.join(root, "bin", "sophia.js")]),
       "serve", "--port", "0", "--db", db, ...extraArgs
     ],
     { stdio: ["ignore", "pipe", log], env: { ...process.env, SOPHIA_SWEEP_INTERVAL_MS: "5000" } }

@@ -6,7 +6,7 @@ import { randomUUID } from "node:crypto"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import type { Caller } from "../domain/Auth.js"
-import { MetricsScrape } from "../observability/Metrics.js"
+import { MetricsScrape, recordHttpRequest } from "../observability/Metrics.js"
 import { Dispatcher } from "./Dispatch.js"
 import { makeMcpServer } from "./McpServer.js"
 import { PortalRoutes } from "./portal/Routes.js"
@@ -141,6 +141,15 @@ const abandonedBy = (res: http.ServerResponse): AbortSignal => {
  */
 const sendHeadersWithFirstEvent = (res: http.ServerResponse) => {
   res.flushHeaders = () => {}
+}
+
+/**
+ * Time a request from now (the daemon has read it) until its response has left (`finish`) or its
+ * connection closed first; a long poll counts its whole wait, as a tool call's duration does.
+ */
+const timeRequest = (res: http.ServerResponse, route: "mcp" | "rest") => {
+  const started = performance.now()
+  res.once("close", () => recordHttpRequest(route, (performance.now() - started) / 1000))
 }
 
 /** Nothing that matters lives in a session, so an idle one is simply closed (the client re-initializes). */
@@ -318,12 +327,19 @@ export const layer = (config: HttpConfig): Layer.Layer<HttpServer, ListenError, 
           res.writeHead(200, { "content-type": "text/plain; version=0.0.4; charset=utf-8", "content-length": Buffer.byteLength(text) })
           return res.end(text)
         }
-        if (url.pathname === "/mcp") return handleMcp(req, res)
+        if (url.pathname === "/mcp") {
+          // (the standalone GET stream lives as long as the session: not a request to time)
+          if (req.method === "POST") timeRequest(res, "mcp")
+          return handleMcp(req, res)
+        }
         if ((url.pathname === "/portal" || url.pathname.startsWith("/portal/")) && Option.isSome(portal)) {
           return portal.value.handle(req, res, url)
         }
         const rest = /^\/api\/tools\/([^/]+)$/.exec(url.pathname)
-        if (rest && req.method === "POST") return handleRest(req, res, rest[1])
+        if (rest && req.method === "POST") {
+          timeRequest(res, "rest")
+          return handleRest(req, res, rest[1])
+        }
         return sendJson(res, 404, { error: "not_found" })
       }
 

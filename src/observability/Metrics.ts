@@ -21,6 +21,19 @@ const toolCallSecondsKey = MetricKey.histogram(
 )
 
 /**
+ * HTTP request latency in seconds, by route (`mcp`: a POST to the MCP endpoint; `rest`: `/api/tools/<name>`):
+ * from the moment the daemon reads the request to the moment its response has left, so around a tool
+ * call's own duration it adds the transport's work (authentication, the MCP session's handling, writing
+ * the reply). Beside what clients measure, it tells where a slow call waited: inside the daemon, or
+ * before the daemon could read it (a saturated event loop) and in the client.
+ */
+const httpRequestSecondsKey = MetricKey.histogram(
+  "sophia_http_request_duration_seconds",
+  MetricBoundaries.fromIterable([0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60]),
+  "HTTP request latency inside the daemon (read to response sent) by route"
+)
+
+/**
  * Whether the Dispatcher writes its one `info` line per tool call. Off by default (an embedder's or a
  * test's default logger writes to stdout); the daemon and `sophia stdio` turn it on (`RequestLogOn`).
  */
@@ -60,6 +73,16 @@ const histogramOf = (tool: string) => {
 export const recordToolCall = (tool: string, outcome: string, seconds: number): void => {
   counterOf(tool, outcome).update(1)
   histogramOf(tool).update(seconds)
+}
+
+const httpHistograms = new Map<string, MetricHook.MetricHook.Histogram>()
+/** Record one finished HTTP request of a route (a fixed set: `mcp`, `rest`). */
+export const recordHttpRequest = (route: "mcp" | "rest", seconds: number): void => {
+  let histogram = httpHistograms.get(route)
+  if (histogram === undefined) {
+    httpHistograms.set(route, histogram = Metric.globalMetricRegistry.get(MetricKey.tagged(httpRequestSecondsKey, "route", route)))
+  }
+  histogram.update(seconds)
 }
 
 const escapeLabel = (v: string) => v.replace(/\\/g, "\\\\").replace(/\n/g, "\\n").replace(/"/g, "\\\"")

@@ -65,6 +65,45 @@ describe("operations", { timeout: 120_000 }, () => {
     }
   })
 
+  it("/metrics times HTTP requests inside the daemon by route (MCP POSTs and REST calls; not the GET stream)", async () => {
+    const daemon = await startDaemon(tempDb())
+    try {
+      const scrape = async () => (await fetch(`${daemon.baseUrl}/metrics`)).text()
+      const count = (text: string, route: string) =>
+        metricValue(text, "sophia_http_request_duration_seconds_count", { route })
+      const before = await scrape()
+      assert.strictEqual(count(before, "rest"), 0)
+      assert.strictEqual(count(before, "mcp"), 0)
+      assert.strictEqual((await restCall(daemon.baseUrl, daemon.ownerBearer!, "sophia.orient", {})).status, 200)
+      // a refused call is a request all the same
+      assert.strictEqual((await restCall(daemon.baseUrl, daemon.ownerBearer!, "sophia.cancel_wait", { wait_id: "nope" })).status, 404)
+      const initialize = await fetch(`${daemon.baseUrl}/mcp`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${daemon.ownerBearer}`,
+          "content-type": "application/json",
+          accept: "application/json, text/event-stream"
+        },
+        body: JSON.stringify({
+          jsonrpc: "2.0",
+          id: 1,
+          method: "initialize",
+          params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "metrics-test", version: "1" } }
+        })
+      })
+      assert.strictEqual(initialize.status, 200)
+      await initialize.text()
+      const after = await scrape()
+      assert.strictEqual(count(after, "rest"), 2)
+      assert.strictEqual(count(after, "mcp"), 1)
+      assert.strictEqual(metricValue(after, "sophia_http_request_duration_seconds_bucket", { route: "mcp", le: "+Inf" }), 1)
+      assert.isAbove(metricValue(after, "sophia_http_request_duration_seconds_sum", { route: "rest" }), 0)
+      assert.include(after, "# TYPE sophia_http_request_duration_seconds histogram")
+    } finally {
+      await daemon.kill("SIGTERM")
+    }
+  })
+
   it("with OTEL_EXPORTER_OTLP_ENDPOINT set, a tool call is a span with the service span under it", async () => {
     const bodies: Array<any> = []
     const collector = http.createServer((req, res) => {
