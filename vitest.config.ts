@@ -23,6 +23,7 @@ const SERVICE_SUITE = [
   "test/Ledger.test.ts",
   "test/LedgerContract.test.ts",
   "test/LedgerProperties.test.ts",
+  "test/Migrations.test.ts",
   "test/Observed.test.ts",
   "test/Orient.test.ts",
   "test/Orphans.test.ts",

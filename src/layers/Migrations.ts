@@ -8,6 +8,7 @@ import knowledge from "./migrations/0005_knowledge.js"
 import approvals from "./migrations/0006_approvals.js"
 import search from "./migrations/0007_search.js"
 import portal from "./migrations/0008_portal.js"
+import readsByPosition from "./migrations/0009_reads_by_position.js"
 
 /**
  * Every schema change, in order, as a static record (no file-system loader: the daemon runs from
@@ -21,7 +22,8 @@ export const migrations = {
   "0005_knowledge": knowledge,
   "0006_approvals": approvals,
   "0007_search": search,
-  "0008_portal": portal
+  "0008_portal": portal,
+  "0009_reads_by_position": readsByPosition
 }
 
 export const runMigrations = Migrator.make({})({

@@ -450,7 +450,7 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
           CASE WHEN r.post_id IS NULL THEN 0 ELSE 1 END AS is_read,
           CASE WHEN ch.archived_at IS NULL THEN 0 ELSE 1 END AS archived
         FROM posts p
-        LEFT JOIN reads r ON r.user_id = p.user_id AND r.connection_id = ${caller.connectionId} AND r.post_id = p.id
+        LEFT JOIN reads r ON r.user_id = p.user_id AND r.connection_id = ${caller.connectionId} AND r.pos = p.pos
         LEFT JOIN channels ch ON ch.user_id = p.user_id AND ch.id = p.channel
         WHERE ${sql.and(where)}
         ORDER BY p.pos ${newest ? sql.literal("DESC") : sql.literal("ASC")}
@@ -561,7 +561,7 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
         // counted (RETURNING skips those another transaction marked first), so `consumed` never counts a
         // read twice.
         const inserted = yield* sql<{ post_id: string }>`INSERT INTO reads ${
-          sql.insert(candidates.map((r) => ({ user_id: caller.userId, connection_id: caller.connectionId, post_id: r.id, read_at: now })))
+          sql.insert(candidates.map((r) => ({ user_id: caller.userId, connection_id: caller.connectionId, pos: r.pos, post_id: r.id, read_at: now })))
         } ON CONFLICT DO NOTHING RETURNING post_id`
         const added = new Set(inserted.map((r) => r.post_id))
         const fresh = candidates.filter((r) => added.has(r.id))
