@@ -65,11 +65,12 @@ const percentile = (xs: ReadonlyArray<number>, p: number) => {
  * The daemon's own view of its calls: the summed `sophia_tool_call_duration_seconds` buckets (every tool)
  * from `/metrics` — the time from a call's dispatch to its reply, without the queueing before it.
  */
-const callHistogram = async (metricsUrl: string) => {
+const callHistogram = async (metricsUrl: string, metric = "sophia_tool_call_duration_seconds", labels = "") => {
   const text = await (await fetch(metricsUrl)).text()
   const buckets = new Map<number, number>()
+  const pattern = new RegExp(`^${metric}_bucket\\{${labels}.*le="([^"]+)".*\\} (\\S+)$`)
   for (const line of text.split("\n")) {
-    const m = /^sophia_tool_call_duration_seconds_bucket\{.*le="([^"]+)".*\} (\S+)$/.exec(line)
+    const m = pattern.exec(line)
     if (!m) continue
     const le = m[1] === "+Inf" ? Infinity : Number(m[1])
     buckets.set(le, (buckets.get(le) ?? 0) + Number(m[2]))
@@ -94,7 +95,11 @@ let recordPerTool = false
 const call = async (client: Client, name: string, args: Record<string, unknown>) => {
   const started = performance.now()
   const result = await client.callTool({ name, arguments: args })
-  if (recordPerTool) perTool.set(name, [...(perTool.get(name) ?? []), performance.now() - started])
+  if (recordPerTool) {
+    const xs = perTool.get(name)
+    if (xs) xs.push(performance.now() - started)
+    else perTool.set(name, [performance.now() - started])
+  }
   if (result.isError) throw new Error(`${name}: ${JSON.stringify(result.content)}`)
   return JSON.parse((result.content as Array<{ text: string }>)[0].text)
 }
@@ -210,6 +215,7 @@ const main = async () => {
     const metricsUrl = sophia.url.replace(/\/mcp$/, "/metrics")
     const bp1 = await closedLoop(bareClients, bareOp, SECONDS / 2, barePid)
     const h0 = await callHistogram(metricsUrl)
+    const r0 = await callHistogram(metricsUrl, "sophia_http_request_duration_seconds", 'route="mcp"')
     recordPerTool = true
     const sp1 = await closedLoop(sophiaClients, mix, SECONDS / 2, sophiaPid)
     recordPerTool = false
@@ -218,6 +224,7 @@ const main = async () => {
     const sp2 = await closedLoop(sophiaClients, mix, SECONDS / 2, sophiaPid)
     recordPerTool = false
     const h1 = await callHistogram(metricsUrl)
+    const r1 = await callHistogram(metricsUrl, "sophia_http_request_duration_seconds", 'route="mcp"')
     const bareLoad = merge(bp1, bp2)
     const sophiaLoad = merge(sp1, sp2)
 
@@ -235,7 +242,7 @@ const main = async () => {
     ]
     console.log(`\n## HTTP load (${AGENTS} agents, ${SECONDS} s per side; ${os.cpus().length} cores, load average ${os.loadavg()[0].toFixed(1)})\n`)
     for (const r of rows) console.log(`| ${r.join(" | ")} |`)
-    console.log(`\nMixed phase, inside the daemon (dispatch to reply, its /metrics histogram, both bare phases included): p50 ${histogramQuantile(h0, h1, 0.5)}, p99 ${histogramQuantile(h0, h1, 0.99)}`)
+    console.log(`\nMixed phase, inside the daemon (its /metrics histograms; the scrapes bracket both Sophia phases): tool calls, dispatch to reply: p50 ${histogramQuantile(h0, h1, 0.5)}, p99 ${histogramQuantile(h0, h1, 0.99)}; MCP requests, read to response sent: p50 ${histogramQuantile(r0, r1, 0.5)}, p99 ${histogramQuantile(r0, r1, 0.99)}. The rest of a client's latency is spent before the daemon reads the request (its event loop busy) and in the client.`)
     console.log(`\nMixed phase, per tool (Sophia): ${
       [...perTool].map(([name, xs]) => `${name.replace(/^sophia_/, "")} n=${xs.length} p50 ${ms(percentile(xs, 50))} p99 ${ms(percentile(xs, 99))}`).join("; ")
     }`)
