@@ -56,6 +56,33 @@ describe("Auth", () => {
       assert.strictEqual((yield* Effect.flip(auth.authenticate(bearer)))._tag, "Unauthenticated")
     }).pipe(Effect.provide(SophiaTest)))
 
+  it.effect("connections(ids) reads the rows as they are now, however often asked: a rename, a revocation, another writer's change", () =>
+    Effect.gen(function*() {
+      const auth = yield* Auth
+      const { caller: a } = yield* connect("alpha")
+      const { caller: b } = yield* connect("beta")
+      const ids = [a.connectionId, b.connectionId]
+      const first = yield* auth.connections(ids)
+      assert.deepStrictEqual([first.get(a.connectionId)?.name, first.get(b.connectionId)?.name], ["alpha", "beta"])
+      // the same rows again: the same answer
+      assert.deepStrictEqual(yield* auth.connections(ids), first)
+      yield* auth.rename("alpha", "gamma")
+      yield* auth.revoke("beta")
+      const second = yield* auth.connections(ids)
+      assert.strictEqual(second.get(a.connectionId)?.name, "gamma")
+      assert.isString(second.get(b.connectionId)?.revoked_at)
+      // a change this service did not make (another process on the same store)
+      const { SqlClient } = yield* Effect.promise(() => import("@effect/sql"))
+      const sql = yield* SqlClient.SqlClient
+      yield* sql`UPDATE connections SET name = 'delta', entity_scope = ${JSON.stringify(["e9"])} WHERE id = ${a.connectionId}`
+      const third = yield* auth.connections([a.connectionId])
+      assert.strictEqual(third.get(a.connectionId)?.name, "delta")
+      assert.deepStrictEqual(third.get(a.connectionId)?.entity_scope, ["e9"])
+      // any number of ids, in one statement each time (past the fixed statements' page size too)
+      const many = yield* auth.connections([...Array.from({ length: 70 }, (_, i) => `none-${i}`), a.connectionId])
+      assert.deepStrictEqual([...many.keys()], [a.connectionId])
+    }).pipe(Effect.provide(SophiaTest)))
+
   it.effect("names are unique per user among live connections; rename and revoke by id, short id or name", () =>
     Effect.gen(function*() {
       const auth = yield* Auth

@@ -1,5 +1,7 @@
 import { SqlClient, SqlSchema } from "@effect/sql"
-import { Clock, Effect, Option, Schema } from "effect"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Clock, Effect, Either, Option, Schema } from "effect"
+import type { ParseError } from "effect/ParseResult"
 import * as crypto from "node:crypto"
 import { randomBytes, randomUUID } from "node:crypto"
 import { decideAccess } from "../domain/Access.js"
@@ -51,6 +53,10 @@ type RawConnectionRow = { readonly [K in keyof typeof ConnectionRow.Encoded]: ty
 const sameIdentity = (a: RawConnectionRow, b: RawConnectionRow) =>
   a.id === b.id && a.user_id === b.user_id && a.user_name === b.user_name && a.name === b.name &&
   a.profile === b.profile && a.entity_scope === b.entity_scope
+
+/** Every column (a ConnectionInfo carries the timestamps too). */
+const sameRow = (a: RawConnectionRow, b: RawConnectionRow) =>
+  sameIdentity(a, b) && a.created_at === b.created_at && a.revoked_at === b.revoked_at && a.last_seen_at === b.last_seen_at
 
 const toInfo = (row: ConnectionRow): ConnectionInfo => ({
   connection_id: row.id,
@@ -126,11 +132,20 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
       execute: (userId) => sql`${selectConnections} WHERE c.user_id = ${userId} AND c.revoked_at IS NULL`
     })
 
-    const rowsByIds = SqlSchema.findAll({
-      Request: Schema.Array(Schema.String),
-      Result: ConnectionRow,
-      execute: (ids) => sql`${selectConnections} WHERE ${sql.in("c.id", ids)}`
-    })
+    // the live name joins run on every inbox page (up to two ids a post): one fixed statement per count of
+    // ids, compiled once, up to a page's worth; longer lists go the ordinary way
+    const byIdCount = new Map<number, (...ids: Array<string>) => Effect.Effect<ReadonlyArray<RawConnectionRow>, SqlError>>()
+    const rawRowsByIds = (ids: ReadonlyArray<string>) => {
+      if (ids.length > 64) return sql<RawConnectionRow>`${selectConnections} WHERE ${sql.in("c.id", ids)}`
+      let statement = byIdCount.get(ids.length)
+      if (statement === undefined) {
+        byIdCount.set(
+          ids.length,
+          statement = fixed((...some: Array<string>) => sql<RawConnectionRow>`${selectConnections} WHERE ${sql.in("c.id", some)}`)
+        )
+      }
+      return statement(...ids)
+    }
     const findUserId = SqlSchema.findOne({
       Request: Schema.String,
       Result: Schema.Struct({ id: Schema.String }),
@@ -295,6 +310,21 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
         return caller
       })
     }
+    // The same for `connections` (the live name joins of inbox pages, waits, claims…): the info last decoded
+    // from each connection's row, handed out again while every column of the row is unchanged (each read
+    // still reads the rows; decoding a row through its Schema costs more than the statement). Bounded alike.
+    const infos = new Map<string, { readonly row: RawConnectionRow; readonly info: ConnectionInfo }>()
+    const decodeConnectionNow = Schema.decodeUnknownEither(ConnectionRow)
+    const infoOf = (row: RawConnectionRow): Either.Either<ConnectionInfo, ParseError> => {
+      const known = infos.get(row.id)
+      if (known !== undefined && sameRow(known.row, row)) return Either.right(known.info)
+      return Either.map(decodeConnectionNow(row), (decoded) => {
+        const info = toInfo(decoded)
+        if (infos.size >= 4096) infos.clear()
+        infos.set(row.id, { row, info })
+        return info
+      })
+    }
     const touchSeen = (id: string, now: number) =>
       Effect.orDie(sql`UPDATE connections SET last_seen_at = ${new Date(now).toISOString()} WHERE id = ${id}`)
 
@@ -331,9 +361,17 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
     const connections = (ids: Iterable<string>): Effect.Effect<ReadonlyMap<string, ConnectionInfo>> => {
       const unique = [...new Set(ids)]
       if (unique.length === 0) return Effect.succeed(new Map())
-      return rowsByIds(unique).pipe(
-        Effect.map((rows) => new Map(rows.map((r) => [r.id, toInfo(r)] as const))),
-        Effect.orDie
+      return rawRowsByIds(unique).pipe(
+        Effect.orDie,
+        Effect.flatMap((rows) => {
+          const found = new Map<string, ConnectionInfo>()
+          for (const row of rows) {
+            const info = infoOf(row)
+            if (Either.isLeft(info)) return Effect.die(info.left)
+            found.set(info.right.connection_id, info.right)
+          }
+          return Effect.succeed(found)
+        })
       )
     }
 
