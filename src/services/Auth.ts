@@ -1,5 +1,4 @@
 import { SqlClient, SqlSchema } from "@effect/sql"
-import type { SqlError } from "@effect/sql/SqlError"
 import { Clock, Effect, Either, Option, Schema } from "effect"
 import type { ParseError } from "effect/ParseResult"
 import * as crypto from "node:crypto"
@@ -19,7 +18,7 @@ import { ConnectionRevoked } from "../domain/Events.js"
 import { DbInt, nowIso } from "../domain/Time.js"
 import { serialize } from "./Dialect.js"
 import { Events } from "./Events.js"
-import { makeFixedStatements } from "./Statements.js"
+import { makeFixedStatements, perCount } from "./Statements.js"
 
 /** Bearers are `sph_` + 32 random bytes (base64url); only their SHA-256 is stored. */
 const BEARER_PREFIX = "sph_"
@@ -132,20 +131,13 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
       execute: (userId) => sql`${selectConnections} WHERE c.user_id = ${userId} AND c.revoked_at IS NULL`
     })
 
-    // the live name joins run on every inbox page (up to two ids a post): one fixed statement per count of
-    // ids, compiled once, up to a page's worth; longer lists go the ordinary way
-    const byIdCount = new Map<number, (...ids: Array<string>) => Effect.Effect<ReadonlyArray<RawConnectionRow>, SqlError>>()
-    const rawRowsByIds = (ids: ReadonlyArray<string>) => {
-      if (ids.length > 64) return sql<RawConnectionRow>`${selectConnections} WHERE ${sql.in("c.id", ids)}`
-      let statement = byIdCount.get(ids.length)
-      if (statement === undefined) {
-        byIdCount.set(
-          ids.length,
-          statement = fixed((...some: Array<string>) => sql<RawConnectionRow>`${selectConnections} WHERE ${sql.in("c.id", some)}`)
-        )
-      }
-      return statement(...ids)
-    }
+    // the live name joins run on every inbox page (up to two ids a post): fixed per count of ids, up to a
+    // page's worth
+    const rawRowsByIds = perCount<RawConnectionRow>(
+      fixed,
+      64,
+      (...ids) => sql`${selectConnections} WHERE ${sql.in("c.id", ids)}`
+    )
     const findUserId = SqlSchema.findOne({
       Request: Schema.String,
       Result: Schema.Struct({ id: Schema.String }),
@@ -361,7 +353,7 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
     const connections = (ids: Iterable<string>): Effect.Effect<ReadonlyMap<string, ConnectionInfo>> => {
       const unique = [...new Set(ids)]
       if (unique.length === 0) return Effect.succeed(new Map())
-      return rawRowsByIds(unique).pipe(
+      return rawRowsByIds(...unique).pipe(
         Effect.orDie,
         Effect.flatMap((rows) => {
           const found = new Map<string, ConnectionInfo>()

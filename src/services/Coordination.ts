@@ -1,5 +1,4 @@
 import type { Statement } from "@effect/sql"
-import type { SqlError } from "@effect/sql/SqlError"
 import { SqlClient, SqlSchema } from "@effect/sql"
 import { Clock, Config, Duration, Effect, Option, Schema } from "effect"
 import { randomUUID } from "node:crypto"
@@ -26,7 +25,7 @@ import { Auth } from "./Auth.js"
 import { forUpdate, serialize } from "./Dialect.js"
 import { Events } from "./Events.js"
 import { spanned } from "./Spans.js"
-import { makeFixedStatements } from "./Statements.js"
+import { makeFixedStatements, perCount } from "./Statements.js"
 import { Wakeups } from "./Wakeups.js"
 
 /**
@@ -522,29 +521,25 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
           SET consumed = inbox_channel_state.consumed + excluded.consumed,
             lwm_pos = CASE WHEN ${advance} = 1 THEN excluded.lwm_pos ELSE inbox_channel_state.lwm_pos END`)
     /**
-     * `consumeInChannel` for several channels in one statement (a page of the whole inbox spans many): one
-     * fixed statement per count of channels, compiled once, up to a page's worth. The rows go in channel
-     * order (two readers of one connection on two daemons lock them in the same order).
+     * `consumeInChannel` for several channels in one statement (a page of the whole inbox spans many), fixed
+     * per count of channels up to a page's worth. The rows go in channel order (two readers of one
+     * connection on two daemons lock them in the same order).
      */
-    const consumeInChannelsOf = new Map<number, (...flat: Array<string | number>) => Effect.Effect<ReadonlyArray<unknown>, SqlError>>()
-    const consumeInChannelsStatement = (...flat: Array<string | number>) => {
-      const rows: Array<Record<string, string | number>> = []
+    const consumeInChannelsStatement = perCount(fixed, 5 * 64, (...flat) => {
+      const rows: Array<Record<string, unknown>> = []
       for (let i = 0; i < flat.length; i += 5) {
         rows.push({ user_id: flat[i], connection_id: flat[i + 1], channel: flat[i + 2], consumed: flat[i + 3], lwm_pos: flat[i + 4] })
       }
       return sql`INSERT INTO inbox_channel_state ${sql.insert(rows)}
         ON CONFLICT (user_id, connection_id, channel) DO UPDATE
           SET consumed = inbox_channel_state.consumed + excluded.consumed`
-    }
+    })
     const consumeInChannels = (userId: string, connectionId: string, counts: ReadonlyArray<readonly [string, number]>) => {
       if (counts.length === 0) return Effect.void
       if (counts.length === 1) return Effect.asVoid(consumeInChannel(userId, connectionId, counts[0][0], counts[0][1]))
       const flat = [...counts].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
         .flatMap(([channel, n]) => [userId, connectionId, channel, n, 0])
-      if (counts.length > 64) return Effect.asVoid(consumeInChannelsStatement(...flat))
-      let statement = consumeInChannelsOf.get(counts.length)
-      if (statement === undefined) consumeInChannelsOf.set(counts.length, statement = fixed(consumeInChannelsStatement))
-      return Effect.asVoid(statement(...flat))
+      return Effect.asVoid(consumeInChannelsStatement(...flat))
     }
     /** The same for the connection's totals: `n` more consumed, and the global scan mark when `advance` is 1. */
     const settleTotal = fixed((userId: string, connectionId: string, n: number, lwm: number, advance: number) =>

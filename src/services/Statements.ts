@@ -48,3 +48,25 @@ export const makeFixedStatements = Effect.gen(function*() {
     }
   }
 })
+
+/** What `makeFixedStatements` gives: a fixed statement from its builder. */
+export type FixedStatements = Effect.Effect.Success<typeof makeFixedStatements>
+
+/**
+ * Fixed statements for a statement whose shape depends only on how many parameters it takes (an `IN` list,
+ * a multi-row insert): one per count, made on first use, up to `maxParams` parameters; longer ones go the
+ * ordinary way. The same soundness check as `fixed` applies to each.
+ */
+export const perCount = <A = any>(
+  fixed: FixedStatements,
+  maxParams: number,
+  build: (...params: Array<Param>) => Statement.Statement<A>
+) => {
+  const statements = new Map<number, (...params: Array<Param>) => Effect.Effect<ReadonlyArray<A>, SqlError>>()
+  return (...params: Array<Param>): Effect.Effect<ReadonlyArray<A>, SqlError> => {
+    if (params.length > maxParams) return build(...params)
+    let statement = statements.get(params.length)
+    if (statement === undefined) statements.set(params.length, statement = fixed<Array<Param>, A>(build))
+    return statement(...params)
+  }
+}
