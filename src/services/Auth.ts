@@ -57,6 +57,26 @@ const sameIdentity = (a: RawConnectionRow, b: RawConnectionRow) =>
 const sameRow = (a: RawConnectionRow, b: RawConnectionRow) =>
   sameIdentity(a, b) && a.created_at === b.created_at && a.revoked_at === b.revoked_at && a.last_seen_at === b.last_seen_at
 
+const decodeConnectionRow = Schema.decodeUnknownEither(ConnectionRow)
+
+/**
+ * A memo of what `make` gives for a connection row, by key, reused while `same` says the row is unchanged
+ * (a changed or new row is decoded and made again). Bounded: past 4096 keys it starts afresh.
+ */
+const rowMemo = <A>(same: (a: RawConnectionRow, b: RawConnectionRow) => boolean, make: (row: ConnectionRow) => A) => {
+  const memo = new Map<string, { readonly row: RawConnectionRow; readonly value: A }>()
+  return (key: string, row: RawConnectionRow): Either.Either<A, ParseError> => {
+    const known = memo.get(key)
+    if (known !== undefined && same(known.row, row)) return Either.right(known.value)
+    return Either.map(decodeConnectionRow(row), (decoded) => {
+      const value = make(decoded)
+      if (memo.size >= 4096) memo.clear()
+      memo.set(key, { row, value })
+      return value
+    })
+  }
+}
+
 const toInfo = (row: ConnectionRow): ConnectionInfo => ({
   connection_id: row.id,
   connection_short: connectionShort(row.id),
@@ -109,7 +129,6 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
       sql`SELECT c.id, c.user_id, u.name AS user_name, c.name, c.profile, c.entity_scope, c.created_at,
         c.revoked_at, c.last_seen_at FROM connections c JOIN users u ON u.id = c.user_id
         WHERE c.token_hash = ${hash} AND c.revoked_at IS NULL`)
-    const decodeConnection = Schema.decodeUnknown(ConnectionRow)
     const findById = SqlSchema.findOne({
       Request: Schema.String,
       Result: ConnectionRow,
@@ -287,36 +306,13 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
       return toInfo(Option.getOrThrow(yield* findById(target.connection_id)))
     }, sql.withTransaction, Effect.catchTag("SqlError", "ParseError", Effect.die))
 
-    // The Caller last made from each bearer's row, with the row's identity columns it came from: while they
-    // are unchanged the same Caller is handed out without decoding the row again. The row itself is read on
-    // every request all the same (a revoked or renamed connection is seen on the next one). Bounded by the
-    // connections that authenticate; a flood of them only starts the memo afresh.
-    const callers = new Map<string, { readonly row: RawConnectionRow; readonly caller: Caller }>()
-    const callerOf = (hash: string, row: RawConnectionRow): Effect.Effect<Caller> => {
-      const known = callers.get(hash)
-      if (known !== undefined && sameIdentity(known.row, row)) return Effect.succeed(known.caller)
-      return Effect.map(Effect.orDie(decodeConnection(row)), (decoded) => {
-        const caller = toCaller(decoded)
-        if (callers.size >= 4096) callers.clear()
-        callers.set(hash, { row, caller })
-        return caller
-      })
-    }
-    // The same for `connections` (the live name joins of inbox pages, waits, claims…): the info last decoded
-    // from each connection's row, handed out again while every column of the row is unchanged (each read
-    // still reads the rows; decoding a row through its Schema costs more than the statement). Bounded alike.
-    const infos = new Map<string, { readonly row: RawConnectionRow; readonly info: ConnectionInfo }>()
-    const decodeConnectionNow = Schema.decodeUnknownEither(ConnectionRow)
-    const infoOf = (row: RawConnectionRow): Either.Either<ConnectionInfo, ParseError> => {
-      const known = infos.get(row.id)
-      if (known !== undefined && sameRow(known.row, row)) return Either.right(known.info)
-      return Either.map(decodeConnectionNow(row), (decoded) => {
-        const info = toInfo(decoded)
-        if (infos.size >= 4096) infos.clear()
-        infos.set(row.id, { row, info })
-        return info
-      })
-    }
+    // What was last made from a connection's row — the Caller of each bearer, the ConnectionInfo of each
+    // connection (the live name joins of inbox pages, waits, claims…) — handed out again while the row is
+    // unchanged: its identity columns for a Caller, every column for an info. The rows themselves are read
+    // on every request and every join all the same (a revoked or renamed connection is seen on the next
+    // one); what is saved is decoding a row through its Schema, which costs more than the statement.
+    const callerOf = rowMemo(sameIdentity, toCaller)
+    const infoOf = rowMemo(sameRow, toInfo)
     const touchSeen = (id: string, now: number) =>
       Effect.orDie(sql`UPDATE connections SET last_seen_at = ${new Date(now).toISOString()} WHERE id = ${id}`)
 
@@ -330,7 +326,9 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
         return Effect.clockWith((clock) => {
           const now = clock.unsafeCurrentTimeMillis()
           const seen = row.last_seen_at ? Date.parse(row.last_seen_at) : 0
-          const caller = callerOf(hash, row)
+          const made = callerOf(hash, row)
+          if (Either.isLeft(made)) return Effect.die(made.left)
+          const caller = Effect.succeed(made.right)
           return now - seen >= LAST_SEEN_RESOLUTION_MS ? Effect.zipLeft(caller, touchSeen(row.id, now)) : caller
         })
       })
@@ -358,7 +356,7 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
         Effect.flatMap((rows) => {
           const found = new Map<string, ConnectionInfo>()
           for (const row of rows) {
-            const info = infoOf(row)
+            const info = infoOf(row.id, row)
             if (Either.isLeft(info)) return Effect.die(info.left)
             found.set(info.right.connection_id, info.right)
           }
