@@ -132,11 +132,14 @@ const program = Effect.gen(function*() {
     }
     return performance.now() - t0
   }
+  // the block ends with every post of it in the search index: the batches the app's indexer writes in the
+  // background during the block are counted, and what it had not reached yet is indexed inside the timing
   const servicePosts = (n: number) =>
     timed(Effect.gen(function*() {
       for (let i = 0; i < n; i++) {
         yield* coordination.post(pick(callers), { channel: pick(channels), kind: kindOf(), body: `update ${i}: all good` })
       }
+      yield* coordination.indexPosts()
     }))
   let total = 0
   /**
@@ -202,6 +205,9 @@ const program = Effect.gen(function*() {
   const growTo = (size: number) =>
     Effect.gen(function*() {
       bulkLoad(size - total - 2 * BLOCK * BLOCKS)
+      // rows written around the service (bulk, floor) are indexed for search untimed, so a service block's
+      // timing holds the indexing of its own posts only
+      yield* coordination.indexPosts()
       let serviceMs = 0
       let rawMs = 0
       let floorMs = 0
@@ -210,6 +216,7 @@ const program = Effect.gen(function*() {
         total += BLOCK
         rawMs += rawPosts(BLOCK)
         floorMs += floorPosts(BLOCK)
+        yield* coordination.indexPosts()
         total += BLOCK
       }
       return {
@@ -287,20 +294,28 @@ const program = Effect.gen(function*() {
   const tPlain: Array<number> = []
   const tLive: Array<number> = []
   const tFull: Array<number> = []
+  const tMoved: Array<number> = []
+  // the live envelope keeps a quiet caller's count while nothing is committed (layers/App.ts): the fourth
+  // call of each turn pays the whole probe again, after a commit by another connection (the raw handle)
+  const touch = raw.prepare("UPDATE post_counters SET visible = visible WHERE user_id = ?")
   for (let i = 0; i < CALLS + 300; i++) {
     const caller = callers[i % CONNECTIONS]
     const a = yield* timed(plain.call(caller, "sophia.orient", {}))
     const b = yield* timed(live.call(caller, "sophia.orient", {}))
     const c = yield* timed(full.call(caller, "sophia.orient", {}))
+    touch.run(userId)
+    const d = yield* timed(full.call(caller, "sophia.orient", {}))
     if (i >= 300) {
       tPlain.push(a)
       tLive.push(b)
       tFull.push(c)
+      tMoved.push(d)
     }
   }
   const perPlain = quantile(tPlain, 0.5)
   const perLive = quantile(tLive, 0.5)
   const perFull = quantile(tFull, 0.5)
+  const perMoved = quantile(tMoved, 0.5)
   const unreadTs: Array<number> = []
   for (let i = 0; i < 2000; i++) unreadTs.push(yield* timed(coordination.unreadCount(callers[i % CONNECTIONS])))
 
@@ -318,8 +333,9 @@ const program = Effect.gen(function*() {
   lat("history (unread_only false), channel", atSmall.history, atLarge.history)
   rows.push(["**`_inbox_unread`**", "", "", ""])
   rows.push(["sophia.orient via Dispatcher, empty envelope (p50)", fmt(perPlain), "", ""])
-  rows.push(["sophia.orient via Dispatcher, + `_inbox_unread` (p50)", fmt(perLive), "", `+${(((perLive - perPlain) / perPlain) * 100).toFixed(1)}%`])
-  rows.push(["sophia.orient via Dispatcher, whole live envelope, waits too (p50)", fmt(perFull), "", `+${(((perFull - perPlain) / perPlain) * 100).toFixed(1)}%`])
+  rows.push(["sophia.orient via Dispatcher, + `_inbox_unread` read by a statement every call (p50)", fmt(perLive), "", `+${(((perLive - perPlain) / perPlain) * 100).toFixed(1)}%`])
+  rows.push(["sophia.orient via Dispatcher, the app's envelope (`_inbox_unread` + waits), nothing committed since (p50)", fmt(perFull), "", `+${(((perFull - perPlain) / perPlain) * 100).toFixed(1)}%`])
+  rows.push(["  ↳ the same right after another connection's commit (the probe runs again) (p50)", fmt(perMoved), "", `+${(((perMoved - perPlain) / perPlain) * 100).toFixed(1)}%`])
   rows.push(["Coordination.unreadCount alone p50 / p99", `${fmt(quantile(unreadTs, 0.5))} / ${fmt(quantile(unreadTs, 0.99))}`, "", ""])
   return rows
 })

@@ -154,7 +154,8 @@ const searchBench = async () => {
     const insertDoc = raw.prepare(`INSERT INTO documents (id, user_id, entity_id, title, body, uri, import_session_id, created_by, created_at)
       VALUES (?, ?, NULL, ?, ?, NULL, 'bench', ?, ?)`)
     const insertDocFts = raw.prepare(`INSERT INTO documents_fts (document_id, user_id, entity_id, title, body) VALUES (?, ?, NULL, ?, ?)`)
-    // facts_fts and posts_fts are filled by the migration's insert triggers, as in the daemon
+    // facts_fts is filled by its insert trigger, as in the daemon; posts_fts by the first search below (the
+    // warm-up), which indexes whatever posts are missing first (migration 0010), as the daemon's would
     const insertFact = raw.prepare(`INSERT INTO facts (id, user_id, entity_id, subject, predicate, object, origin, created_by, created_at)
       VALUES (?, ?, NULL, ?, ?, ?, 'remembered', ?, ?)`)
     const insertPost = raw.prepare(`INSERT INTO posts (id, user_id, pos, channel, channel_seq, kind, body, refs, payload, connection_id,

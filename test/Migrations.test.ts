@@ -100,4 +100,48 @@ describe("migrations over existing data", () => {
       const conversation = yield* sql<{ n: number }>`SELECT COUNT(*) AS n FROM reads WHERE connection_id = ${reader}`
       assert.strictEqual(Number(conversation[0].n), 3)
     }).pipe(Effect.provide(BareStore)))
+
+  it.effect("0010: posts the old trigger indexed stay found, once each, and new posts are indexed in batches", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      yield* migrateUpTo("0010_posts_search_batched")
+      const now = new Date().toISOString()
+      const [user, author] = [randomUUID(), randomUUID()]
+      const bearer = `sph_${randomUUID()}`
+      yield* sql`INSERT INTO users (id, name, is_owner, created_at) VALUES (${user}, 'owner', 1, ${now})`
+      yield* sql`INSERT INTO connections (id, user_id, name, profile, entity_scope, token_hash, created_at)
+        VALUES (${author}, ${user}, 'author', 'full', '[]', ${hashBearer(bearer)}, ${now})`
+      // three posts written before the migration (on SQLite the old insert trigger indexes each one)
+      for (const pos of [1, 2, 3]) {
+        yield* sql`INSERT INTO posts (id, user_id, pos, channel, channel_seq, kind, body, connection_id, created_at)
+          VALUES (${`post-old-${pos}`}, ${user}, ${pos}, 'arc:old', ${pos}, 'status', ${`quince batch ${pos}`}, ${author}, ${now})`
+      }
+      yield* sql`INSERT INTO post_counters (user_id, last_pos, visible) VALUES (${user}, 3, 3)`
+      yield* sql`INSERT INTO channel_counters (user_id, channel, last_seq, visible, last_post_at) VALUES (${user}, 'arc:old', 3, 3, ${now})`
+      yield* sql`INSERT INTO inbox_state (user_id, connection_id, consumed, lwm) VALUES (${user}, ${author}, 3, 0)`
+
+      yield* runMigrations
+      const sqlite = sql.onDialectOrElse({ pg: () => false, orElse: () => true })
+      if (sqlite) {
+        const [progress] = yield* sql<{ pos: number }>`SELECT pos FROM posts_fts_progress WHERE user_id = ${user}`
+        assert.strictEqual(Number(progress.pos), 3, "the trigger's posts count as indexed")
+      }
+      const found = yield* Effect.gen(function*() {
+        const dispatcher = yield* Dispatcher
+        const caller = yield* dispatcher.authenticate(bearer)
+        const ids = (o: { readonly body: unknown }) => ((o.body as any).items as Array<{ id: string }>).map((i) => i.id).sort()
+        const old = ids(yield* dispatcher.call(caller, "sophia.search", { query: "quince", kinds: ["posts"] }))
+        yield* dispatcher.call(caller, "sophia.coordination_post", { channel: "arc:new", kind: "status", body: "quince again" })
+        const all = ids(yield* dispatcher.call(caller, "sophia.search", { query: "quince", kinds: ["posts"] }))
+        return { old, all }
+      }).pipe(Effect.provide(makeCore(Layer.succeed(SqlClient.SqlClient, sql))))
+      assert.deepStrictEqual(found.old, ["post-old-1", "post-old-2", "post-old-3"])
+      assert.strictEqual(found.all.length, 4)
+      if (sqlite) {
+        const [counts] = yield* sql<{ rows: number; progress: number }>`SELECT
+          (SELECT COUNT(*) FROM posts_fts WHERE user_id = ${user}) AS rows,
+          (SELECT pos FROM posts_fts_progress WHERE user_id = ${user}) AS progress`
+        assert.deepStrictEqual({ rows: Number(counts.rows), progress: Number(counts.progress) }, { rows: 4, progress: 4 })
+      }
+    }).pipe(Effect.provide(BareStore)))
 })

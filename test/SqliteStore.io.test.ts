@@ -6,12 +6,14 @@
 import { SqlClient } from "@effect/sql"
 import { assert, describe, it } from "@effect/vitest"
 import Sqlite from "better-sqlite3"
-import { Deferred, Effect, Fiber, Layer } from "effect"
+import { Context, Deferred, Effect, Fiber, Layer } from "effect"
+import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import type { CheckpointEvent, CheckpointTuning } from "../src/layers/Sql.js"
 import { sqliteClient } from "../src/layers/Sql.js"
+import { StoreVersion } from "../src/services/Statements.js"
 
 const tempDb = () => path.join(fs.mkdtempSync(path.join(os.tmpdir(), "sophia-io-")), "store.db")
 const fixture = (name: string) => new URL(`./fixtures/${name}`, import.meta.url)
@@ -209,4 +211,54 @@ describe("SQLite reads outside a transaction", () => {
       // the readers really did run while transactions were open and after commits
       assert.isAbove(new Set(a).size, 10)
     }))
+})
+
+describe("SQLite store version (what lets a reader keep what it read while nothing moved)", () => {
+  /** A real second process committing one row to the file through its own connection. */
+  const otherProcessInserts = (file: string, body: string) => {
+    const script = `const Sqlite = require("better-sqlite3"); const db = new Sqlite(process.argv[1], { timeout: 5000 });
+      db.prepare("INSERT INTO t (body) VALUES (?)").run(process.argv[2]); db.close()`
+    const r = spawnSync(process.execPath, ["-e", script, file, body], { cwd: process.cwd(), encoding: "utf8" })
+    assert.strictEqual(r.status, 0, r.stderr)
+  }
+
+  it.live("moves on every commit — this process's transactions and single writes, another process's — and only then", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const file = tempDb()
+      const context = yield* Layer.build(sqliteClient({ filename: file }))
+      const sql = Context.get(context, SqlClient.SqlClient)
+      // (the layer's published type names only SqlClient)
+      const version = context.unsafeMap.get(StoreVersion.key) as Context.Tag.Service<typeof StoreVersion>
+      yield* sql`CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT NOT NULL)`
+      const moved = <A, E>(effect: Effect.Effect<A, E>) =>
+        Effect.gen(function*() {
+          const before = version.current()
+          yield* effect
+          return version.current() !== before
+        })
+      // reads move nothing, on either connection (one of them runs during another fiber's open transaction)
+      assert.isFalse(yield* moved(sql`SELECT count(*) AS n FROM t`))
+      assert.isFalse(yield* moved(Effect.sync(() => version.current())))
+      // this process: a transaction, and a single write outside one
+      assert.isTrue(yield* moved(sql.withTransaction(sql`INSERT INTO t (body) VALUES ('tx')`)))
+      assert.isTrue(yield* moved(sql`INSERT INTO t (body) VALUES ('single')`))
+      // a transaction still open moves nothing yet; its commit does
+      const inside = yield* Deferred.make<number>()
+      const finish = yield* Deferred.make<void>()
+      const writer = yield* Effect.fork(sql.withTransaction(Effect.gen(function*() {
+        yield* sql`INSERT INTO t (body) VALUES ('held')`
+        yield* Deferred.succeed(inside, version.current())
+        yield* Deferred.await(finish)
+      })))
+      const during = yield* Deferred.await(inside)
+      assert.strictEqual(version.current(), during)
+      assert.isTrue(yield* moved(Effect.zipRight(Deferred.succeed(finish, undefined), Fiber.join(writer))))
+      // another process's commit on the same file
+      assert.isTrue(yield* moved(Effect.sync(() => otherProcessInserts(file, "elsewhere"))))
+      const rows = yield* sql<{ body: string }>`SELECT body FROM t ORDER BY id`
+      assert.deepStrictEqual(rows.map((r) => r.body), ["tx", "single", "held", "elsewhere"])
+      // and once seen, it stays put again
+      const settled = version.current()
+      assert.strictEqual(version.current(), settled)
+    })))
 })

@@ -1,10 +1,11 @@
 import { SqlClient } from "@effect/sql"
-import { Effect, Layer, Queue, Schema } from "effect"
+import { Config, Duration, Effect, Layer, Option, Queue, Schema } from "effect"
 import type { Caller } from "../domain/Auth.js"
 import type { EnvelopeFields } from "../domain/Envelope.js"
+import type { DomainEvent } from "../domain/Events.js"
 import { DbInt } from "../domain/Time.js"
 import { SqlBoolean } from "../domain/Waits.js"
-import { makeFixedStatements } from "../services/Statements.js"
+import { makeFixedStatements, StoreVersion } from "../services/Statements.js"
 import { Dispatcher } from "../mcp/Dispatch.js"
 import { Envelope } from "../mcp/Envelope.js"
 import * as Http from "../mcp/Http.js"
@@ -102,6 +103,43 @@ export const WakeupFeed = Layer.scopedDiscard(Effect.gen(function*() {
   )
 }))
 
+/**
+ * The posts' full-text index on SQLite (see `Coordination`, "Search"): the users whose posts landed are
+ * collected from the committed `PostLanded` events for `SOPHIA_SEARCH_INDEX_DELAY_MS` (default 250) after
+ * the first, then their posts are indexed in one batch each, by one listener fiber that lives as long as
+ * the app. At start, once, whatever another process left unindexed. A failed batch is logged and retried
+ * with the next post; a search never waits for this fiber (it indexes what it is missing itself).
+ */
+export const SearchIndexFeed = Layer.scopedDiscard(Effect.gen(function*() {
+  const events = yield* Events
+  const coordination = yield* Coordination
+  if (!coordination.postsIndexedInBatches) return
+  const delay = yield* Config.integer("SOPHIA_SEARCH_INDEX_DELAY_MS").pipe(Config.withDefault(250), Effect.orDie)
+  const committed = yield* events.listen
+  const users = new Set<string>()
+  const collect = (event: DomainEvent) => {
+    if (event._tag === "PostLanded") users.add(event.user_id)
+  }
+  const index = (which?: Iterable<string>) =>
+    coordination.indexPosts(which).pipe(
+      Effect.catchAllCause((cause) => Effect.logWarning("indexing posts for search failed; retrying with the next post", cause))
+    )
+  const batch = Effect.gen(function*() {
+    collect(yield* Queue.take(committed))
+    if (users.size === 0) return
+    yield* Effect.sleep(Duration.millis(delay))
+    for (const event of yield* Queue.takeAll(committed)) collect(event)
+    const now = [...users]
+    users.clear()
+    yield* index(now)
+  })
+  yield* index().pipe(
+    Effect.zipRight(Effect.forever(batch)),
+    Effect.annotateLogs({ fiber: "search-index" }),
+    Effect.forkScoped
+  )
+}))
+
 /** The store-facing services below the ledger (each provided the ones it asks). */
 const CoreServices = Layer.mergeAll(Coordination.Default, Approvals.Default, Portal.Default).pipe(
   Layer.provideMerge(Auth.Default),
@@ -115,7 +153,7 @@ const CoreServices = Layer.mergeAll(Coordination.Default, Approvals.Default, Por
 export const makeServices = <E = never, R = never>(
   ledger: Layer.Layer<Ledger, E, R | Auth | Events | SqlClient.SqlClient> = Ledger.Default
 ) =>
-  Layer.merge(EventWiring, WakeupFeed).pipe(
+  Layer.mergeAll(EventWiring, WakeupFeed, SearchIndexFeed).pipe(
     Layer.provideMerge(Layer.merge(Orient.Default, Search.Default)),
     // the wait graph asks the ledger for the claims half of its orphans
     Layer.provideMerge(Layer.mergeAll(Waits.Default, Knowledge.Default, Catalog.Default).pipe(Layer.provideMerge(ledger))),
@@ -159,21 +197,50 @@ export const EnvelopeLive = Layer.effect(
     const probe = fixed((userId: string, sameUserId: string, connectionId: string, waiter: string, sameWaiter: string) =>
       sql`SELECT ${coordination.unreadExpr(userId, sameUserId, connectionId)} AS n,
         ${waits.openExpr(waiter)} AS open, ${waits.undeliveredExpr(sameWaiter)} AS undelivered`)
+    const read = (caller: Caller, deliver: boolean) =>
+      probe(caller.userId, caller.userId, caller.connectionId, caller.connectionId, caller.connectionId).pipe(
+        Effect.flatMap(decodeEnvelopeProbe),
+        Effect.flatMap(([row]): Effect.Effect<EnvelopeFields & { readonly quiet: boolean }> =>
+          !row.open && !row.undelivered
+            ? Effect.succeed({ _inbox_unread: row.n, quiet: true })
+            : Effect.map(waits.signalsAfter(caller, row, deliver), (signals) => ({
+              _inbox_unread: row.n,
+              ...(signals.blocking.length > 0 ? { _blocking: signals.blocking } : {}),
+              ...(signals.resolved.length > 0 ? { _wait_resolved: signals.resolved } : {}),
+              quiet: false
+            }))
+        ),
+        Effect.orDie
+      )
+    const version = yield* Effect.serviceOption(StoreVersion)
+    if (Option.isNone(version)) {
+      return { fields: (caller, options) => Effect.map(read(caller, options?.deliver ?? true), ({ quiet: _, ...fields }) => fields) }
+    }
+    // A caller with no open and no undelivered wait gets `{ _inbox_unread }` only: kept per connection with
+    // the store's version it was read at, and answered again while nothing was committed anywhere (an agent
+    // polling a quiet store pays no statement). The version is taken before the probe, so a commit racing
+    // the probe leaves an entry that is already stale. Callers with waits are read every time.
+    const current = version.value.current
+    const quiet = new Map<string, { readonly version: number; readonly userId: string; readonly unread: number }>()
+    const QUIET_MAX = 10_000
     return {
-      fields: (caller: Caller, options?: { readonly deliver?: boolean }) =>
-        probe(caller.userId, caller.userId, caller.connectionId, caller.connectionId, caller.connectionId).pipe(
-          Effect.flatMap(decodeEnvelopeProbe),
-          Effect.flatMap(([row]): Effect.Effect<EnvelopeFields> =>
-            !row.open && !row.undelivered
-              ? Effect.succeed({ _inbox_unread: row.n })
-              : Effect.map(waits.signalsAfter(caller, row, options?.deliver ?? true), (signals) => ({
-                _inbox_unread: row.n,
-                ...(signals.blocking.length > 0 ? { _blocking: signals.blocking } : {}),
-                ...(signals.resolved.length > 0 ? { _wait_resolved: signals.resolved } : {})
-              }))
-          ),
-          Effect.orDie
-        )
+      fields: (caller, options) =>
+        Effect.suspend(() => {
+          const at = current()
+          const kept = quiet.get(caller.connectionId)
+          if (kept !== undefined && kept.version === at && kept.userId === caller.userId) {
+            return Effect.succeed({ _inbox_unread: kept.unread })
+          }
+          return Effect.map(read(caller, options?.deliver ?? true), ({ quiet: isQuiet, ...fields }) => {
+            if (isQuiet) {
+              if (quiet.size >= QUIET_MAX) quiet.clear()
+              quiet.set(caller.connectionId, { version: at, userId: caller.userId, unread: fields._inbox_unread })
+            } else {
+              quiet.delete(caller.connectionId)
+            }
+            return fields
+          })
+        })
     }
   })
 )

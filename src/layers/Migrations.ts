@@ -9,6 +9,7 @@ import approvals from "./migrations/0006_approvals.js"
 import search from "./migrations/0007_search.js"
 import portal from "./migrations/0008_portal.js"
 import readsByPosition from "./migrations/0009_reads_by_position.js"
+import postsSearchBatched from "./migrations/0010_posts_search_batched.js"
 
 /**
  * Every schema change, in order, as a static record (no file-system loader: the daemon runs from
@@ -23,7 +24,8 @@ export const migrations = {
   "0006_approvals": approvals,
   "0007_search": search,
   "0008_portal": portal,
-  "0009_reads_by_position": readsByPosition
+  "0009_reads_by_position": readsByPosition,
+  "0010_posts_search_batched": postsSearchBatched
 }
 
 export const runMigrations = Migrator.make({})({

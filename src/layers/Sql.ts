@@ -22,7 +22,7 @@ import { SqlError } from "@effect/sql/SqlError"
 import * as Statement from "@effect/sql/Statement"
 import Sqlite from "better-sqlite3"
 import { Config, Context, Effect, Layer, Option, Redacted, Runtime, Schema, Scope } from "effect"
-import { DirectConnection } from "../services/Statements.js"
+import { DirectConnection, StoreVersion } from "../services/Statements.js"
 import { makePermit } from "./Permit.js"
 import { runMigrations, runMigrationsOnce } from "./Migrations.js"
 import { pgClient, PgFreshSchema } from "./Pg.js"
@@ -366,7 +366,27 @@ const make = (config: SqliteStoreConfig) =>
       ? checkpointsOffLoop(db, config.filename, timeout, config.checkpoints ?? {}, (message) =>
         Runtime.runFork(runtime)(Effect.logWarning(message)))
       : undefined
-    const writer = connectionOf(db, checkpoints?.committed)
+    // every commit on the writer, counted (see `StoreVersion`), and handed to the checkpoint pacing
+    let commits = 0
+    const writer = connectionOf(db, () => {
+      commits++
+      checkpoints?.committed()
+    })
+    // other connections' commits (other processes; this one's reader and checkpointer never write): the
+    // writer's `data_version` moves on each. `commits + moves` strictly grows whenever either does.
+    const dataVersion = db.prepare("PRAGMA data_version").pluck()
+    let seenDataVersion: unknown = dataVersion.get()
+    let moves = 0
+    const version = {
+      current: () => {
+        const now = dataVersion.get()
+        if (now !== seenDataVersion) {
+          seenDataVersion = now
+          moves++
+        }
+        return commits + moves
+      }
+    }
 
     // The write permit is held until the transaction's (or the statement's) scope closes, so nothing runs
     // inside another fiber's open transaction. It goes to waiters in arrival order (see ./Permit.ts).
@@ -451,13 +471,13 @@ const make = (config: SqliteStoreConfig) =>
       spanAttributes: [["db.system.name", "sqlite"]],
       beginTransaction: "BEGIN IMMEDIATE"
     })
-    return { client, direct }
+    return { client, direct, version }
   })
 
 /** The bare SQLite `SqlClient` for one file (or `:memory:`), no migrations. */
 export const sqliteClient = (config: SqliteStoreConfig): Layer.Layer<Client.SqlClient, SqlError> =>
-  Layer.scopedContext(Effect.map(make(config), ({ client, direct }) => {
-    const context = Context.make(Client.SqlClient, client)
+  Layer.scopedContext(Effect.map(make(config), ({ client, direct, version }) => {
+    const context = Context.add(Context.make(Client.SqlClient, client), StoreVersion, version)
     // the permit-free path for single statements outside a transaction (files only: see `make`)
     return direct === undefined ? context : Context.add(context, DirectConnection, direct)
   })).pipe(Layer.provide(Reactivity.layer))

@@ -1,6 +1,8 @@
 import type { Statement } from "@effect/sql"
 import { SqlClient, SqlSchema } from "@effect/sql"
+import type { SqlError } from "@effect/sql/SqlError"
 import { Clock, Config, Duration, Effect, Option, Schema } from "effect"
+import type { ParseError } from "effect/ParseResult"
 import { randomUUID } from "node:crypto"
 import type { Caller } from "../domain/Auth.js"
 import { connectionShort } from "../domain/Auth.js"
@@ -54,8 +56,14 @@ import { Wakeups } from "./Wakeups.js"
  * the ledger's observation of a closeout) commit or roll back with it. `post` may be called inside the
  * caller's own transaction (it then runs in a savepoint).
  *
+ * Search. On SQLite a post is not indexed for `sophia.search` in its own transaction: `indexPosts` adds the
+ * posts that landed to `posts_fts` in batches (wired in `layers/App.ts` on committed `PostLanded` events),
+ * and `searchPosts` first indexes whatever of the user's posts is still missing, so a search finds every
+ * committed post. Postgres indexes `posts.search` itself.
+ *
  * Ownership. This service owns `posts`, `reads`, `channels`, `channel_counters`, `post_counters`,
- * `inbox_state`, `inbox_channel_state`; agent names are joined live through `Auth.connections`.
+ * `inbox_state`, `inbox_channel_state`, `posts_fts`, `posts_fts_progress`; agent names are joined live
+ * through `Auth.connections`.
  */
 
 const DbPostRow = Schema.Struct({
@@ -930,6 +938,54 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
           Effect.orDie
         )
 
+    // ---- the posts' full-text index on SQLite (migration 0010): batches, not one segment per post ----
+    const pg = sql.onDialectOrElse({ pg: () => true, orElse: () => false })
+    const INDEX_BATCH = 1000
+    const indexState = fixed((userId: string, sameUserId: string) =>
+      sql`SELECT COALESCE((SELECT pos FROM posts_fts_progress WHERE user_id = ${userId}), 0) AS indexed,
+        COALESCE((SELECT MAX(pos) FROM posts WHERE user_id = ${sameUserId}), 0) AS newest`)
+    const decodeIndexState = Schema.decodeUnknown(Schema.Tuple(Schema.Struct({ indexed: DbInt, newest: DbInt })))
+    const indexRange = fixed((userId: string, after: number, upTo: number) =>
+      sql`INSERT INTO posts_fts (post_id, user_id, body) SELECT id, user_id, body FROM posts
+        WHERE user_id = ${userId} AND pos > ${after} AND pos <= ${upTo} ORDER BY pos`)
+    const indexedUpTo = fixed((userId: string, pos: number) =>
+      sql`INSERT INTO posts_fts_progress (user_id, pos) VALUES (${userId}, ${pos})
+        ON CONFLICT (user_id) DO UPDATE SET pos = excluded.pos`)
+    /**
+     * Index the user's next posts past its progress, at most `INDEX_BATCH`, rows and progress in one write
+     * transaction (two processes indexing the same user serialize on it, and the second finds the work done).
+     * How many of the user's posts are left unindexed after it.
+     */
+    const indexBatch = (userId: string) =>
+      sql.withTransaction(Effect.gen(function*() {
+        const [{ indexed, newest }] = yield* Effect.flatMap(indexState(userId, userId), decodeIndexState)
+        if (newest <= indexed) return 0
+        const upTo = Math.min(newest, indexed + INDEX_BATCH)
+        yield* indexRange(userId, indexed, upTo)
+        yield* indexedUpTo(userId, upTo)
+        return newest - upTo
+      }))
+    /** Index every post of the user committed so far; free (one read, no write permit) when none is missing. */
+    const indexPostsOf = (userId: string): Effect.Effect<void, SqlError | ParseError> =>
+      Effect.flatMap(Effect.flatMap(indexState(userId, userId), decodeIndexState), ([{ indexed, newest }]) =>
+        newest <= indexed
+          ? Effect.void
+          : Effect.flatMap(indexBatch(userId), (left) => left > 0 ? indexPostsOf(userId) : Effect.void))
+    const usersBehind = fixed(() =>
+      sql`SELECT c.user_id FROM post_counters c LEFT JOIN posts_fts_progress p ON p.user_id = c.user_id
+        WHERE c.last_pos > COALESCE(p.pos, 0)`)
+    const decodeUserIds = Schema.decodeUnknown(Schema.Array(Schema.Struct({ user_id: Schema.String })))
+    /**
+     * Bring the full-text index up to date for these users (those the `PostLanded` events named), or for
+     * every user with unindexed posts when none are named (a process starting on a file others wrote).
+     * Nothing on Postgres, whose `posts.search` is indexed by the database itself.
+     */
+    const indexPosts = (userIds?: Iterable<string>): Effect.Effect<void> =>
+      pg ? Effect.void : Effect.gen(function*() {
+        const users = userIds !== undefined ? [...userIds] : (yield* Effect.flatMap(usersBehind(), decodeUserIds)).map((r) => r.user_id)
+        for (const userId of users) yield* indexPostsOf(userId)
+      }).pipe(Effect.orDie)
+
     const decodePostHits = Schema.decodeUnknown(Schema.Array(Schema.Struct({
       post_id: Schema.String,
       channel: Schema.String,
@@ -948,6 +1004,8 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
     const searchPosts = spanned("Coordination.searchPosts", Effect.fnUntraced(function*(caller: Caller, text: string, limit: number) {
       const match = ftsQuery(text)
       if (match === undefined) return []
+      // every committed post of the user is searchable, whoever wrote it and however recently
+      if (!pg) yield* indexPostsOf(caller.userId)
       return yield* sql.onDialectOrElse({
         pg: () =>
           sql`WITH q AS (SELECT to_tsquery('simple', ${tsQuery(text)!}) AS q)
@@ -973,7 +1031,9 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
       }).pipe(Effect.flatMap(decodePostHits))
     }, Effect.catchTag("SqlError", "ParseError", Effect.die)))
 
-    return { post, beacon, inbox, wouldReturn, watchUnread, searchPosts, unreadCount, unreadExpr, postsCountExpr, channelsCountExpr, lastSeq, firstPost, postIdsOf, holdChannel } as const
+    /** Whether `indexPosts` has anything to do on this store (SQLite: yes; Postgres indexes posts itself). */
+    const postsIndexedInBatches = !pg
+    return { post, beacon, inbox, wouldReturn, watchUnread, searchPosts, indexPosts, postsIndexedInBatches, unreadCount, unreadExpr, postsCountExpr, channelsCountExpr, lastSeq, firstPost, postIdsOf, holdChannel } as const
   })
 }) {}
 

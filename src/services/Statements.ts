@@ -11,6 +11,16 @@ import { Context, Effect, Option } from "effect"
  */
 export class DirectConnection extends Context.Tag("sophia/DirectConnection")<DirectConnection, Connection>() {}
 
+/**
+ * What the store offers to tell whether anything was committed since a moment: `current()` returns a
+ * number that is the same at two moments only if no transaction committed between them, on any
+ * connection of any process (the SQLite layer: its writer's own commits, counted, plus `PRAGMA
+ * data_version`, which moves on every other connection's commit). Synchronous and a few µs, so a reader
+ * can keep what it derived from the store while nothing moved. Optional: Postgres has no cheap
+ * equivalent and does not provide it; readers then read the store every time.
+ */
+export class StoreVersion extends Context.Tag("sophia/StoreVersion")<StoreVersion, { readonly current: () => number }>() {}
+
 type Param = string | number | bigint | boolean | null
 
 /**

@@ -1,0 +1,97 @@
+/**
+ * The envelope on a SQLite file keeps a quiet caller's `_inbox_unread` while nothing is committed anywhere
+ * (layers/App.ts, `StoreVersion` from layers/Sql.ts). What must hold: the kept count is never served after
+ * any commit — this process's, or a real second OS process's on the same file — and a caller with an open
+ * or undelivered wait is read every time (its `_blocking` / `_wait_resolved` are never skipped).
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Context, Effect, Layer } from "effect"
+import { spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import type { Caller } from "../src/domain/Auth.js"
+import { SophiaLive } from "../src/layers/App.js"
+import { Dispatcher } from "../src/mcp/Dispatch.js"
+import { StoreVersion } from "../src/services/Statements.js"
+import { connect } from "./support/Fixtures.js"
+
+const WRITER = path.join(path.dirname(new URL(import.meta.url).pathname), "support", "CoordinationWriter.ts")
+
+/** A separate OS process posting `n` times through the real service layer on the same file. */
+const otherProcessPosts = (db: string, bearer: string, channel: string, n: number) =>
+  Effect.promise(() =>
+    new Promise<Array<number>>((resolve, reject) => {
+      const barrier = fs.mkdtempSync(path.join(os.tmpdir(), "sophia-envelope-"))
+      fs.writeFileSync(path.join(barrier, "go"), "")
+      const child = spawn(process.execPath, ["--import", "tsx", WRITER, db, bearer, channel, String(n), barrier, "0"], {
+        stdio: ["ignore", "pipe", "pipe"]
+      })
+      let out = ""
+      let err = ""
+      child.stdout.on("data", (d) => (out += d))
+      child.stderr.on("data", (d) => (err += d))
+      child.on("exit", (code) => code === 0 ? resolve(JSON.parse(out.trim())) : reject(new Error(`writer exited ${code}: ${err}`)))
+    })
+  )
+
+describe("Envelope: the kept unread count", () => {
+  it.live("is served only while nothing was committed, by this process or another one on the same file", () =>
+    Effect.gen(function*() {
+      const db = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "sophia-envelope-")), "sophia.db")
+      const context = yield* Layer.build(SophiaLive(db))
+      const dispatcher = Context.get(context, Dispatcher)
+      // (the app's published type names only SqlClient of the store's services)
+      const version = context.unsafeMap.get(StoreVersion.key) as Context.Tag.Service<typeof StoreVersion>
+      const inApp = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context) as Effect.Effect<A, E>
+      const call = (caller: Caller, tool: string, args: unknown = {}) =>
+        Effect.map(dispatcher.call(caller, tool, args), (o) => o.body as any)
+      const { caller: reader } = yield* inApp(connect("reader"))
+      const { bearer: writerBearer, caller: writer } = yield* inApp(connect("writer"))
+
+      // a trivial call commits nothing: the premise of keeping the count between calls
+      assert.strictEqual((yield* call(reader, "sophia.orient"))._inbox_unread, 0)
+      const quiet = version.current()
+      assert.strictEqual((yield* call(reader, "sophia.orient"))._inbox_unread, 0)
+      assert.strictEqual((yield* call(reader, "sophia.orient"))._inbox_unread, 0)
+      assert.strictEqual(version.current(), quiet)
+
+      // this process's commit
+      yield* call(writer, "sophia.coordination_post", { channel: "arc:kept", kind: "status", body: "one" })
+      assert.strictEqual((yield* call(reader, "sophia.orient"))._inbox_unread, 1)
+      assert.strictEqual((yield* call(reader, "sophia.orient"))._inbox_unread, 1)
+
+      // another OS process's commits on the same file, through its own store
+      const seqs = yield* otherProcessPosts(db, writerBearer, "arc:kept", 3)
+      assert.deepStrictEqual(seqs, [2, 3, 4])
+      assert.strictEqual((yield* call(reader, "sophia.orient"))._inbox_unread, 4)
+
+      // a caller with an open wait is read every time: `_blocking` on every response while it is open
+      const wait = yield* call(reader, "sophia.declare_wait", {
+        on: "writer",
+        predicate: { type: "post_exists", channel: "arc:answer" },
+        reason: "need the answer"
+      })
+      for (let i = 0; i < 2; i++) {
+        const body = yield* call(reader, "sophia.orient")
+        assert.strictEqual(body._blocking?.length, 1)
+        assert.strictEqual(body._blocking[0].wait_id, wait.wait_id)
+      }
+      // resolved by the writer's post: delivered once, then gone, and the plain count is kept again
+      yield* call(writer, "sophia.coordination_post", { channel: "arc:answer", kind: "answer", body: "here" })
+      const resolved = yield* call(reader, "sophia.orient")
+      assert.strictEqual(resolved._wait_resolved?.length, 1)
+      assert.isUndefined(resolved._blocking)
+      const after = yield* call(reader, "sophia.orient")
+      assert.isUndefined(after._wait_resolved)
+      assert.isUndefined(after._blocking)
+      // the four status posts and the writer's answer (the wait's own post is the reader's: never unread)
+      assert.strictEqual(after._inbox_unread, 5)
+
+      // reading the inbox (marking) commits, and the next envelope says so
+      const page = yield* call(reader, "sophia.coordination_inbox", { limit: 50 })
+      assert.strictEqual(page.posts.length, 5)
+      assert.strictEqual(page._inbox_unread, 0)
+      assert.strictEqual((yield* call(reader, "sophia.orient"))._inbox_unread, 0)
+    }).pipe(Effect.scoped), 120_000)
+})
