@@ -1,25 +1,14 @@
 import { SqlClient } from "@effect/sql"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { SophiaLive } from "../src/layers/App.js"
 import { Auth } from "../src/services/Auth.js"
+import { runCoordinationWriter } from "./support/OtherProcess.js"
 
 const N = 150
-const WRITER = path.join(path.dirname(new URL(import.meta.url).pathname), "support", "CoordinationWriter.ts")
-
-const runWriter = (args: ReadonlyArray<string>) =>
-  new Promise<Array<number>>((resolve, reject) => {
-    const child = spawn(process.execPath, ["--import", "tsx", WRITER, ...args], { stdio: ["ignore", "pipe", "pipe"] })
-    let out = ""
-    let err = ""
-    child.stdout.on("data", (d) => (out += d))
-    child.stderr.on("data", (d) => (err += d))
-    child.on("exit", (code) => code === 0 ? resolve(JSON.parse(out.trim())) : reject(new Error(`writer exited ${code}: ${err}`)))
-  })
 
 describe("Coordination: channel_seq across OS processes", () => {
   it.live("two processes posting to one channel of one SQLite file get gapless, unique seqs", () =>
@@ -34,7 +23,7 @@ describe("Coordination: channel_seq across OS processes", () => {
       }).pipe(Effect.provide(SophiaLive(db)))
 
       const writers = Effect.promise(() =>
-        Promise.all(bearers.map((bearer, i) => runWriter([db, bearer, "arc:race", String(N), dir, String(i)])))
+        Promise.all(bearers.map((bearer, i) => runCoordinationWriter([db, bearer, "arc:race", String(N), dir, String(i)])))
       )
       const release = Effect.gen(function*() {
         while (!(fs.existsSync(path.join(dir, "ready-0")) && fs.existsSync(path.join(dir, "ready-1")))) {

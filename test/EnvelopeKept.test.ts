@@ -6,7 +6,6 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Layer } from "effect"
-import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -15,25 +14,7 @@ import { SophiaLive } from "../src/layers/App.js"
 import { Dispatcher } from "../src/mcp/Dispatch.js"
 import { StoreVersion } from "../src/services/Statements.js"
 import { connect } from "./support/Fixtures.js"
-
-const WRITER = path.join(path.dirname(new URL(import.meta.url).pathname), "support", "CoordinationWriter.ts")
-
-/** A separate OS process posting `n` times through the real service layer on the same file. */
-const otherProcessPosts = (db: string, bearer: string, channel: string, n: number) =>
-  Effect.promise(() =>
-    new Promise<Array<number>>((resolve, reject) => {
-      const barrier = fs.mkdtempSync(path.join(os.tmpdir(), "sophia-envelope-"))
-      fs.writeFileSync(path.join(barrier, "go"), "")
-      const child = spawn(process.execPath, ["--import", "tsx", WRITER, db, bearer, channel, String(n), barrier, "0"], {
-        stdio: ["ignore", "pipe", "pipe"]
-      })
-      let out = ""
-      let err = ""
-      child.stdout.on("data", (d) => (out += d))
-      child.stderr.on("data", (d) => (err += d))
-      child.on("exit", (code) => code === 0 ? resolve(JSON.parse(out.trim())) : reject(new Error(`writer exited ${code}: ${err}`)))
-    })
-  )
+import { otherProcessPosts } from "./support/OtherProcess.js"
 
 describe("Envelope: the kept unread count", () => {
   it.live("is served only while nothing was committed, by this process or another one on the same file", () =>

@@ -8,7 +8,6 @@
 import { SqlClient } from "@effect/sql"
 import { assert, describe, it } from "@effect/vitest"
 import { ConfigProvider, Context, Effect, Layer } from "effect"
-import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -16,32 +15,19 @@ import type { Caller } from "../src/domain/Auth.js"
 import { SophiaLive } from "../src/layers/App.js"
 import { Dispatcher } from "../src/mcp/Dispatch.js"
 import { connect } from "./support/Fixtures.js"
+import { otherProcessPosts } from "./support/OtherProcess.js"
 
-const WRITER = path.join(path.dirname(new URL(import.meta.url).pathname), "support", "CoordinationWriter.ts")
 const tempDb = () => path.join(fs.mkdtempSync(path.join(os.tmpdir(), "sophia-search-index-")), "sophia.db")
-
-/** A separate OS process posting `n` times (bodies `0:<i>`) through the real service layer on the same file. */
-const otherProcessPosts = (db: string, bearer: string, channel: string, n: number) =>
-  Effect.promise(() =>
-    new Promise<Array<number>>((resolve, reject) => {
-      const barrier = fs.mkdtempSync(path.join(os.tmpdir(), "sophia-search-index-"))
-      fs.writeFileSync(path.join(barrier, "go"), "")
-      const child = spawn(process.execPath, ["--import", "tsx", WRITER, db, bearer, channel, String(n), barrier, "0"], {
-        stdio: ["ignore", "pipe", "pipe"]
-      })
-      let out = ""
-      let err = ""
-      child.stdout.on("data", (d) => (out += d))
-      child.stderr.on("data", (d) => (err += d))
-      child.on("exit", (code) => code === 0 ? resolve(JSON.parse(out.trim())) : reject(new Error(`writer exited ${code}: ${err}`)))
-    })
-  )
 
 /** The app on a file, with the background indexer's pause set (long: only searches index; short: it does). */
 const appOn = (db: string, delayMs: number) =>
   SophiaLive(db).pipe(
     Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["SOPHIA_SEARCH_INDEX_DELAY_MS", String(delayMs)]]))))
   )
+
+/** Run an effect against a built app (the tests keep one open across another process's writes). */
+const runIn = (context: Context.Context<any>) => <A, E>(effect: Effect.Effect<A, E, any>) =>
+  Effect.provide(effect, context) as Effect.Effect<A, E>
 
 const indexCounts = (userId: string) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) =>
@@ -68,7 +54,7 @@ describe("posts' search index in batches (SQLite)", () => {
       const db = tempDb()
       // the background indexer waits a minute: everything below is indexed by the searches themselves
       const context = yield* Layer.build(appOn(db, 60_000))
-      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context) as Effect.Effect<A, E>
+      const run = runIn(context)
       const { caller: reader } = yield* run(connect("reader"))
       const { bearer, caller: writer } = yield* run(connect("writer"))
 
@@ -110,7 +96,7 @@ describe("posts' search index in batches (SQLite)", () => {
     Effect.gen(function*() {
       const db = tempDb()
       const context = yield* Layer.build(appOn(db, 20))
-      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context) as Effect.Effect<A, E>
+      const run = runIn(context)
       const { caller: writer } = yield* run(connect("writer"))
       const dispatcher = yield* run(Dispatcher)
       for (let i = 0; i < 30; i++) {
@@ -130,7 +116,7 @@ describe("posts' search index in batches (SQLite)", () => {
       const db = tempDb()
       const userId = yield* Effect.scoped(Effect.gen(function*() {
         const context = yield* Layer.build(appOn(db, 60_000))
-        const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context) as Effect.Effect<A, E>
+        const run = runIn(context)
         const { caller: writer } = yield* run(connect("writer"))
         const dispatcher = yield* run(Dispatcher)
         for (let i = 0; i < 7; i++) yield* dispatcher.call(writer, "sophia.coordination_post", { channel: "arc:start", kind: "status", body: `n ${i}` })
@@ -139,10 +125,10 @@ describe("posts' search index in batches (SQLite)", () => {
         return writer.userId
       }))
       const context = yield* Layer.build(appOn(db, 60_000))
-      let counts = yield* Effect.provide(indexCounts(userId), context)
+      let counts = yield* runIn(context)(indexCounts(userId))
       for (let tries = 0; tries < 100 && counts.progress < 7; tries++) {
         yield* Effect.sleep("50 millis")
-        counts = yield* Effect.provide(indexCounts(userId), context)
+        counts = yield* runIn(context)(indexCounts(userId))
       }
       assert.deepStrictEqual(counts, { rows: 7, distinct: 7, progress: 7, newest: 7 })
       assert.isDefined(Context.getOption(context, Dispatcher))
