@@ -262,3 +262,56 @@ describe("SQLite store version (what lets a reader keep what it read while nothi
       assert.strictEqual(version.current(), settled)
     })))
 })
+
+describe("SQLite write transactions (the lean outermost path)", () => {
+  const open = (file: string, busyTimeoutMs = 5000) =>
+    Effect.map(Layer.build(sqliteClient({ filename: file, busyTimeoutMs })), (context) => Context.get(context, SqlClient.SqlClient))
+  const bodies = (sql: SqlClient.SqlClient) =>
+    Effect.map(sql<{ body: string }>`SELECT body FROM t ORDER BY id`, (rows) => rows.map((r) => r.body))
+
+  it.live("commit on success; roll back on failure, defect or interruption; savepoints inside; the permit always comes back", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const sql = yield* open(tempDb())
+      yield* sql`CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT NOT NULL)`
+      yield* sql.withTransaction(sql`INSERT INTO t (body) VALUES ('kept')`)
+      // a failure, a defect, an interruption: nothing of the transaction stays
+      const failed = yield* sql.withTransaction(Effect.zipRight(sql`INSERT INTO t (body) VALUES ('failed')`, Effect.fail("no"))).pipe(Effect.flip)
+      assert.strictEqual(failed, "no")
+      const died = yield* sql.withTransaction(Effect.zipRight(sql`INSERT INTO t (body) VALUES ('died')`, Effect.die("boom"))).pipe(Effect.exit)
+      assert.isTrue(died._tag === "Failure")
+      const inside = yield* Deferred.make<void>()
+      const stuck = yield* Effect.fork(sql.withTransaction(Effect.gen(function*() {
+        yield* sql`INSERT INTO t (body) VALUES ('interrupted')`
+        yield* Deferred.succeed(inside, undefined)
+        yield* Effect.never
+      })))
+      yield* Deferred.await(inside)
+      yield* Fiber.interrupt(stuck)
+      // a savepoint rolled back inside a transaction that commits
+      yield* sql.withTransaction(Effect.gen(function*() {
+        yield* sql`INSERT INTO t (body) VALUES ('outer')`
+        yield* sql.withTransaction(Effect.zipRight(sql`INSERT INTO t (body) VALUES ('inner')`, Effect.fail("inner"))).pipe(Effect.ignore)
+      }))
+      // every permit came back: the next transaction runs at once
+      yield* sql.withTransaction(sql`INSERT INTO t (body) VALUES ('after')`).pipe(Effect.timeout("2 seconds"))
+      assert.deepStrictEqual(yield* bodies(sql), ["kept", "outer", "after"])
+    })))
+
+  it.live("a BEGIN that cannot get the lock from another process in time fails with SqlError and frees the permit", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const file = tempDb()
+      const sql = yield* open(file, 200)
+      yield* sql`CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT NOT NULL)`
+      // another connection (as another process would) holds the write lock
+      const other = new Sqlite(file, { timeout: 5000 })
+      other.prepare("BEGIN IMMEDIATE").run()
+      other.prepare("INSERT INTO t (body) VALUES ('other')").run()
+      const refused = yield* sql.withTransaction(sql`INSERT INTO t (body) VALUES ('mine')`).pipe(Effect.flip)
+      assert.strictEqual(refused._tag, "SqlError")
+      other.prepare("COMMIT").run()
+      other.close()
+      // the permit was released: the next write goes through
+      yield* sql.withTransaction(sql`INSERT INTO t (body) VALUES ('mine')`).pipe(Effect.timeout("2 seconds"))
+      assert.deepStrictEqual(yield* bodies(sql), ["other", "mine"])
+    })))
+})
