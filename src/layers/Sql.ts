@@ -342,15 +342,8 @@ const leanTransactions = (
   permit: ReturnType<typeof makePermit>,
   catchUp: Effect.Effect<void> | undefined
 ): Client.SqlClient["withTransaction"] => {
-  const statement = (sql: string): Effect.Effect<void, SqlError> =>
-    Effect.withFiberRuntime((fiber) => {
-      try {
-        writer.runSync(sql, [], "raw", Context.get(fiber.currentContext, Client.SafeIntegers))
-        return Effect.void
-      } catch (error) {
-        return Effect.fail(error as SqlError)
-      }
-    })
+  // (the writer connection's own statement path, as the library's BEGIN and COMMIT take it)
+  const statement = (sql: string): Effect.Effect<void, SqlError> => Effect.asVoid(writer.connection.executeRaw(sql, []))
   const begin = statement("BEGIN IMMEDIATE")
   const commit = Effect.orDie(statement("COMMIT"))
   const rollback = Effect.orDie(statement("ROLLBACK"))
