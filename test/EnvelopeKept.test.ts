@@ -6,20 +6,18 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Layer } from "effect"
-import * as fs from "node:fs"
-import * as os from "node:os"
-import * as path from "node:path"
 import type { Caller } from "../src/domain/Auth.js"
 import { SophiaLive } from "../src/layers/App.js"
 import { Dispatcher } from "../src/mcp/Dispatch.js"
 import { StoreVersion } from "../src/services/Statements.js"
+import { tempDb } from "./support/Cli.js"
 import { connect } from "./support/Fixtures.js"
 import { otherProcessPosts } from "./support/OtherProcess.js"
 
 describe("Envelope: the kept unread count", () => {
   it.live("is served only while nothing was committed, by this process or another one on the same file", () =>
     Effect.gen(function*() {
-      const db = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "sophia-envelope-")), "sophia.db")
+      const db = tempDb()
       const context = yield* Layer.build(SophiaLive(db))
       const dispatcher = Context.get(context, Dispatcher)
       // (the app's published type names only SqlClient of the store's services)

@@ -8,16 +8,12 @@
 import { SqlClient } from "@effect/sql"
 import { assert, describe, it } from "@effect/vitest"
 import { ConfigProvider, Context, Effect, Layer } from "effect"
-import * as fs from "node:fs"
-import * as os from "node:os"
-import * as path from "node:path"
 import type { Caller } from "../src/domain/Auth.js"
 import { SophiaLive } from "../src/layers/App.js"
 import { Dispatcher } from "../src/mcp/Dispatch.js"
+import { tempDb } from "./support/Cli.js"
 import { connect } from "./support/Fixtures.js"
 import { otherProcessPosts } from "./support/OtherProcess.js"
-
-const tempDb = () => path.join(fs.mkdtempSync(path.join(os.tmpdir(), "sophia-search-index-")), "sophia.db")
 
 /** The app on a file, with the background indexer's pause set (long: only searches index; short: it does). */
 const appOn = (db: string, delayMs: number) =>
@@ -39,6 +35,17 @@ const indexCounts = (userId: string) =>
         (SELECT MAX(pos) FROM posts WHERE user_id = ${userId}) AS newest`,
       ([r]) => ({ rows: Number(r.rows), distinct: Number(r.distinct_posts), progress: Number(r.progress ?? 0), newest: Number(r.newest ?? 0) })
     )).pipe(Effect.orDie)
+
+/** The index counts once the user's progress reaches `pos` (polled: the background fiber's work), or after 5 s. */
+const countsOnceIndexed = (run: ReturnType<typeof runIn>, userId: string, pos: number) =>
+  Effect.gen(function*() {
+    let counts = yield* run(indexCounts(userId))
+    for (let tries = 0; tries < 100 && counts.progress < pos; tries++) {
+      yield* Effect.sleep("50 millis")
+      counts = yield* run(indexCounts(userId))
+    }
+    return counts
+  })
 
 const search = (caller: Caller, query: string, limit = 50) =>
   Effect.flatMap(Dispatcher, (d) => d.call(caller, "sophia.search", { query, kinds: ["posts"], limit })).pipe(
@@ -103,12 +110,7 @@ describe("posts' search index in batches (SQLite)", () => {
         const o = yield* dispatcher.call(writer, "sophia.coordination_post", { channel: `arc:bg-${i % 3}`, kind: "status", body: `note ${i}` })
         assert.isTrue(o.ok)
       }
-      let counts = yield* run(indexCounts(writer.userId))
-      for (let tries = 0; tries < 100 && counts.progress < 30; tries++) {
-        yield* Effect.sleep("50 millis")
-        counts = yield* run(indexCounts(writer.userId))
-      }
-      assert.deepStrictEqual(counts, { rows: 30, distinct: 30, progress: 30, newest: 30 })
+      assert.deepStrictEqual(yield* countsOnceIndexed(run, writer.userId, 30), { rows: 30, distinct: 30, progress: 30, newest: 30 })
     }).pipe(Effect.scoped), 60_000)
 
   it.live("a process starting on a file with unindexed posts indexes them at start", () =>
@@ -125,12 +127,6 @@ describe("posts' search index in batches (SQLite)", () => {
         return writer.userId
       }))
       const context = yield* Layer.build(appOn(db, 60_000))
-      let counts = yield* runIn(context)(indexCounts(userId))
-      for (let tries = 0; tries < 100 && counts.progress < 7; tries++) {
-        yield* Effect.sleep("50 millis")
-        counts = yield* runIn(context)(indexCounts(userId))
-      }
-      assert.deepStrictEqual(counts, { rows: 7, distinct: 7, progress: 7, newest: 7 })
-      assert.isDefined(Context.getOption(context, Dispatcher))
+      assert.deepStrictEqual(yield* countsOnceIndexed(runIn(context), userId, 7), { rows: 7, distinct: 7, progress: 7, newest: 7 })
     }).pipe(Effect.scoped), 60_000)
 })
