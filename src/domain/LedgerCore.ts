@@ -335,17 +335,23 @@ export const replay = (events: ReadonlyArray<LedgerEvent>): { state: Working | n
 }
 
 /** A row of `ledger_events` as the store returns it (columns not yet decoded). */
-export interface StoredEventRow {
-  readonly work_id: unknown
-  readonly seq: unknown
-  readonly parent: unknown
-  readonly type: unknown
-  readonly data: unknown
-  readonly evidence: unknown
-  readonly actor: unknown
-  readonly at: unknown
-  readonly hash: unknown
-}
+/**
+ * A stored event as its row's values, in the order of `STORED_EVENT_COLUMNS` (verify reads a long chain
+ * so: no object per row).
+ */
+export type StoredEventValues = readonly [
+  work_id: unknown,
+  seq: unknown,
+  parent: unknown,
+  type: unknown,
+  data: unknown,
+  evidence: unknown,
+  actor: unknown,
+  at: unknown,
+  hash: unknown
+]
+/** The columns of `ledger_events` a `StoredEventValues` holds, in its order. */
+export const STORED_EVENT_COLUMNS = "work_id, seq, parent, type, data, evidence, actor, at, hash"
 
 const isString = (v: unknown): v is string => typeof v === "string"
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v)
@@ -408,7 +414,10 @@ export const REPLAY_START: ReplayCursor = { state: null, parent: null, seq: 0 }
  * of the data, as the append wrote it — is hashed as it stands once `isCanonicalJson` confirms it (else
  * canonicalized again). The cursor's state is updated in place.
  */
-export const replayStored = (rows: ReadonlyArray<StoredEventRow>, cursor: ReplayCursor): ReplayCursor | undefined => {
+export const replayStored = (
+  rows: ReadonlyArray<StoredEventValues>,
+  cursor: ReplayCursor
+): ReplayCursor | undefined => {
   let { parent, seq, state } = cursor
   let parentJson = parent === null ? "null" : jsonString(parent)
   if (parentJson === undefined) return undefined
@@ -418,20 +427,19 @@ export const replayStored = (rows: ReadonlyArray<StoredEventRow>, cursor: Replay
   let actor: unknown = undefined
   let actorJson: string | undefined
   for (let i = 0; i < rows.length; i++) {
-    const row = rows[i]
-    const rowSeq = seqOf(row.seq)
-    const { at, evidence, hash, type } = row
+    const [rowWorkId, rowSeqValue, rowParent, type, rowData, evidence, rowActor, at, hash] = rows[i]
+    const rowSeq = seqOf(rowSeqValue)
     if (
-      rowSeq !== seq + 1 || row.parent !== parent || !isString(hash) || !isString(type) || !isString(evidence) ||
+      rowSeq !== seq + 1 || rowParent !== parent || !isString(hash) || !isString(type) || !isString(evidence) ||
       !Object.hasOwn(EVIDENCE_OF, type) || !EVIDENCE_OF[type as LedgerEvent["type"]].includes(evidence as Evidence) ||
-      !isString(at) || !isString(row.data)
+      !isString(at) || !isString(rowData)
     ) return undefined
-    if (row.work_id !== workId) {
-      workId = row.work_id
+    if (rowWorkId !== workId) {
+      workId = rowWorkId
       workIdJson = jsonString(workId)
     }
-    if (row.actor !== actor) {
-      actor = row.actor
+    if (rowActor !== actor) {
+      actor = rowActor
       actorJson = jsonString(actor)
     }
     const atJson = jsonString(at)
@@ -439,9 +447,9 @@ export const replayStored = (rows: ReadonlyArray<StoredEventRow>, cursor: Replay
     let data: unknown
     let dataJcs: string
     try {
-      data = JSON.parse(row.data)
+      data = JSON.parse(rowData)
       if (!isRecord(data) || !plainData(type as LedgerEvent["type"], data)) return undefined
-      dataJcs = isCanonicalJson(row.data, data) ? row.data : jcs(data)
+      dataJcs = isCanonicalJson(rowData, data) ? rowData : jcs(data)
     } catch {
       return undefined
     }

@@ -24,7 +24,7 @@ import type {
   WorkSummary
 } from "../domain/Ledger.js"
 import { Evidence, HeadMoved, InvalidTransition, LedgerEvent, ledgerValueIssue, ReviewStatus } from "../domain/Ledger.js"
-import type { ChainBreak, Draft, StoredEventRow, Working } from "../domain/LedgerCore.js"
+import type { ChainBreak, Draft, StoredEventValues, Working } from "../domain/LedgerCore.js"
 import {
   applyEvent,
   draftOf,
@@ -33,6 +33,7 @@ import {
   jcs,
   replay,
   REPLAY_START,
+  STORED_EVENT_COLUMNS,
   replayStored,
   REVIEW_FIELD,
   settle,
@@ -805,8 +806,9 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
       })
 
     const VERIFY_PAGE = 4096
-    const eventPage = fixed((userId: string, workId: string, after: number, limit: number) =>
-      sql<StoredEventRow>`SELECT work_id, seq, parent, type, data, evidence, actor, at, hash FROM ledger_events
+    // rows as arrays (`StoredEventValues`), in the order of STORED_EVENT_COLUMNS
+    const eventPage = fixed.values((userId: string, workId: string, after: number, limit: number) =>
+      sql`SELECT ${sql.literal(STORED_EVENT_COLUMNS)} FROM ledger_events
         WHERE user_id = ${userId} AND work_id = ${workId} AND seq > ${after} ORDER BY seq LIMIT ${limit}`)
 
     /**
@@ -821,7 +823,7 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
         for (;;) {
           const rows = yield* eventPage(item.user_id, item.work_id, cursor.seq, VERIFY_PAGE)
           count += rows.length
-          const next = replayStored(rows, cursor)
+          const next = replayStored(rows as ReadonlyArray<StoredEventValues>, cursor)
           if (next === undefined) return undefined
           cursor = next
           if (rows.length < VERIFY_PAGE) break

@@ -36,27 +36,49 @@ type Param = string | number | bigint | boolean | null
 export const makeFixedStatements = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const direct = yield* Effect.serviceOption(DirectConnection)
-  return <P extends ReadonlyArray<Param>, A = any>(build: (...params: P) => Statement.Statement<A>) => {
+  const fixedIn = <Row>(
+    run: (connection: Connection, sqlText: string, params: ReadonlyArray<Param>) => Effect.Effect<ReadonlyArray<Row>, SqlError>,
+    ordinary: (statement: Statement.Statement<any>) => Effect.Effect<ReadonlyArray<Row>, SqlError>
+  ) =>
+  <P extends ReadonlyArray<Param>>(build: (...params: P) => Statement.Statement<any>) => {
     let text: string | undefined
     let fast = true
-    return (...params: P): Effect.Effect<ReadonlyArray<A>, SqlError> => {
-      if (!fast) return build(...params)
+    return (...params: P): Effect.Effect<ReadonlyArray<Row>, SqlError> => {
+      if (!fast) return ordinary(build(...params))
       if (text === undefined) {
         const [compiled, values] = build(...params).compile()
         // the fast path is only sound when the compiled parameters are exactly ours, in order
         fast = values.length === params.length && values.every((v, i) => v === params[i])
         text = compiled
-        if (!fast) return build(...params)
+        if (!fast) return ordinary(build(...params))
       }
       const sqlText = text
       return Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (tx) =>
         tx._tag === "Some"
-          ? tx.value[0].execute(sqlText, params, undefined) as Effect.Effect<ReadonlyArray<A>, SqlError>
+          ? run(tx.value[0], sqlText, params)
           : Option.isSome(direct)
-          ? direct.value.execute(sqlText, params, undefined) as Effect.Effect<ReadonlyArray<A>, SqlError>
-          : build(...params))
+          ? run(direct.value, sqlText, params)
+          : ordinary(build(...params)))
     }
   }
+  const rows = fixedIn<any>(
+    (connection, sqlText, params) => connection.execute(sqlText, params, undefined),
+    (statement) => statement
+  )
+  return Object.assign(
+    <P extends ReadonlyArray<Param>, A = any>(build: (...params: P) => Statement.Statement<A>) =>
+      rows(build) as (...params: P) => Effect.Effect<ReadonlyArray<A>, SqlError>,
+    {
+      /**
+       * The same, returning each row as an array of its values in the SELECT's column order: no object
+       * per row (reading a long page of rows, better-sqlite3 builds objects at ~1.6× the cost of arrays).
+       */
+      values: fixedIn<ReadonlyArray<unknown>>(
+        (connection, sqlText, params) => connection.executeValues(sqlText, params),
+        (statement) => statement.values
+      )
+    }
+  )
 })
 
 /** What `makeFixedStatements` gives: a fixed statement from its builder. */
