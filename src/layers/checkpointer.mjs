@@ -5,7 +5,8 @@
  * dist/layers/ by the build) so the same file serves src/, dist/ and the bundled CLI.
  *
  * In:  `{ id, commits }` (checkpoint, then answer), or `"stop"` (close the connection and end the thread).
- * Out: `{ id, commits, busy, log, checkpointed }` (PRAGMA wal_checkpoint's row), or `{ id, commits, error }`.
+ * Out: `{ id, commits, busy, log, checkpointed }` (PRAGMA wal_checkpoint's row), or `{ id, commits, error }`,
+ * on the port the main thread handed over as `workerData.replies` (it reads that port synchronously too).
  */
 import Sqlite from "better-sqlite3"
 import { parentPort, workerData } from "node:worker_threads"
@@ -16,16 +17,18 @@ db.pragma("synchronous = NORMAL")
 // this connection never writes; its close must not checkpoint either (the main thread's close does that)
 db.pragma("wal_autocheckpoint = 0")
 const checkpoint = db.prepare("PRAGMA wal_checkpoint(PASSIVE)")
+const replies = workerData.replies ?? parentPort
 
 parentPort.on("message", (message) => {
   if (message === "stop") {
     db.close()
+    if (replies !== parentPort) replies.close()
     parentPort.close()
     return
   }
   try {
-    parentPort.postMessage({ id: message.id, commits: message.commits, ...checkpoint.get() })
+    replies.postMessage({ id: message.id, commits: message.commits, ...checkpoint.get() })
   } catch (error) {
-    parentPort.postMessage({ id: message.id, commits: message.commits, error: String(error) })
+    replies.postMessage({ id: message.id, commits: message.commits, error: String(error) })
   }
 })
