@@ -46,13 +46,6 @@ const commitMany = (sql: SqlClient.SqlClient, n: number) =>
     }
   })
 
-/** `n` small transactions back to back in one loop that never hands the event loop a turn itself. */
-const commitTight = (sql: SqlClient.SqlClient, n: number) =>
-  Effect.gen(function*() {
-    yield* sql`CREATE TABLE IF NOT EXISTS t (id INTEGER PRIMARY KEY, body TEXT NOT NULL)`
-    for (let i = 0; i < n; i++) yield* sql.withTransaction(sql`INSERT INTO t (body) VALUES (${"x".repeat(400)})`)
-  })
-
 /** What the writer connection says (a statement inside a transaction runs on it). */
 const writerAutocheckpoint = (sql: SqlClient.SqlClient) =>
   Effect.map(sql.withTransaction(sql<{ wal_autocheckpoint: number }>`PRAGMA wal_autocheckpoint`), (rows) => rows[0]!.wal_autocheckpoint)
@@ -96,32 +89,6 @@ describe("SQLite checkpoints off the event loop", () => {
       assert.strictEqual(events.at(-1)?._tag, "Stopped")
       assert.isFalse(fs.existsSync(`${file}-wal`))
       assert.deepStrictEqual(reopen(file), { integrity: "ok", rows: COMMITS })
-    }))
-
-  it.live("commits in a tight loop: the worker's answers are read without the event loop, so the writer never checkpoints itself", () =>
-    Effect.gen(function*() {
-      const file = tempDb()
-      // (`behind` leaves the worker ~50 ms to answer; the loop never lets a message event run)
-      const { a, events } = yield* withStore(file, { behind: 2048 }, (sql, events) =>
-        Effect.gen(function*() {
-          // the worker started and answering first: its start is not what this measures
-          let warm = 0
-          while (!events.some((e) => e._tag === "Checkpointed" && e.by === "worker")) {
-            assert.isBelow(warm, 64 * 500, "the worker never answered")
-            yield* commitMany(sql, 64)
-            warm += 64
-            yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 10)))
-          }
-          const before = events.length
-          yield* commitTight(sql, COMMITS)
-          return { wal: walBytes(file), warm, tight: events.slice(before) }
-        }))
-      const checkpoints = a.tight.filter((e) => e._tag === "Checkpointed")
-      assert.deepStrictEqual(events.filter((e) => e._tag === "Checkpointed" && e.by === "writer"), [])
-      assert.isAtLeast(checkpoints.filter((e) => e.by === "worker").length, COMMITS / 64 / 2)
-      assert.isFalse(events.some((e) => e._tag === "FellBack"))
-      assert.isBelow(a.wal, WAL_BOUND)
-      assert.deepStrictEqual(reopen(file), { integrity: "ok", rows: a.warm + COMMITS })
     }))
 
   it.live("a worker that dies hands the checkpoints back to the writer (SQLite's own), and the WAL stays bounded", () =>

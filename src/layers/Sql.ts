@@ -28,7 +28,7 @@ import { runMigrations, runMigrationsOnce } from "./Migrations.js"
 import { pgClient, PgFreshSchema } from "./Pg.js"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { MessageChannel, type MessagePort, receiveMessageOnPort, Worker } from "node:worker_threads"
+import { Worker } from "node:worker_threads"
 
 export interface SqliteStoreConfig {
   /** a file path, or `:memory:` */
@@ -219,53 +219,29 @@ const checkpointsOffLoop = (
     observe({ _tag: "FellBack", reason })
   }
 
-  type Answer = { id: number; commits: number; error?: string; busy: number; log: number; checkpointed: number }
-  const onAnswer = (answer: Answer) => {
-    answered = Math.max(answered, answer.commits)
-    if (answer.error !== undefined) {
-      warn(`a SQLite checkpoint failed in the checkpoint worker: ${answer.error}`)
-    } else {
-      const reset = answer.id !== 0
-      if (!reset && answer.log >= resetFrames) resetWanted = true
-      observe({ _tag: "Checkpointed", by: "worker", reset, busy: answer.busy, log: answer.log, checkpointed: answer.checkpointed })
-    }
-    const wake = waiting.get(answer.id)
-    waiting.delete(answer.id)
-    wake?.()
-  }
-  // The worker answers on a port of its own, which the writer also drains synchronously (below): a caller
-  // that commits in a tight loop gives the event loop few turns, and its answers would otherwise wait
-  // unread until the writer took them for a stuck worker and checkpointed on the main thread.
-  let replies: MessagePort | undefined
-  const drainAnswers = () => {
-    if (replies === undefined) return
-    for (let m = receiveMessageOnPort(replies); m !== undefined; m = receiveMessageOnPort(replies)) onAnswer(m.message)
-  }
-
   const start = () => {
-    const channel = new MessageChannel()
     try {
-      worker = new Worker(tuning.worker ?? CHECKPOINTER, {
-        workerData: { filename, timeout, replies: channel.port2 },
-        transferList: [channel.port2]
-      })
+      worker = new Worker(tuning.worker ?? CHECKPOINTER, { workerData: { filename, timeout } })
     } catch (error) {
-      channel.port1.close()
       return fallBack(`the checkpoint worker cannot start: ${String(error)}`)
     }
     // never what keeps the process alive (stopping it refs it again until it has exited)
     worker.unref()
-    replies = channel.port1
-    replies.on("message", onAnswer)
-    replies.unref()
-    worker.on("error", (error) => fallBack(`the checkpoint worker failed: ${String(error)}`))
-    worker.on("exit", (code) => {
-      // its last answers first (the port's messages and the thread's exit are not ordered with each other)
-      drainAnswers()
-      replies?.close()
-      replies = undefined
-      fallBack(`the checkpoint worker exited (${code})`)
+    worker.on("message", (answer: { id: number; commits: number; error?: string; busy: number; log: number; checkpointed: number }) => {
+      answered = Math.max(answered, answer.commits)
+      if (answer.error !== undefined) {
+        warn(`a SQLite checkpoint failed in the checkpoint worker: ${answer.error}`)
+      } else {
+        const reset = answer.id !== 0
+        if (!reset && answer.log >= resetFrames) resetWanted = true
+        observe({ _tag: "Checkpointed", by: "worker", reset, busy: answer.busy, log: answer.log, checkpointed: answer.checkpointed })
+      }
+      const wake = waiting.get(answer.id)
+      waiting.delete(answer.id)
+      wake?.()
     })
+    worker.on("error", (error) => fallBack(`the checkpoint worker failed: ${String(error)}`))
+    worker.on("exit", (code) => fallBack(`the checkpoint worker exited (${code})`))
     state = "running"
     observe({ _tag: "Started" })
   }
@@ -280,14 +256,12 @@ const checkpointsOffLoop = (
     commits++
     if (state === "gone" || state === "stopped") return
     if (commits - asked >= every) {
-      drainAnswers()
       if (state === "idle") {
         answered = commits // counted from the start, not from the store's opening
         start()
       }
       if (state === "running") ask(0)
     }
-    if (commits - answered >= behind) drainAnswers()
     if (commits - answered >= behind) {
       answered = commits
       try {

@@ -5,8 +5,7 @@
  * dist/layers/ by the build) so the same file serves src/, dist/ and the bundled CLI.
  *
  * In:  `{ id, commits }` (checkpoint, then answer), or `"stop"` (close the connection and end the thread).
- * Out: `{ id, commits, busy, log, checkpointed }` (PRAGMA wal_checkpoint's row), or `{ id, commits, error }`,
- * on the port the main thread handed over as `workerData.replies` (it reads that port synchronously too).
+ * Out: `{ id, commits, busy, log, checkpointed }` (PRAGMA wal_checkpoint's row), or `{ id, commits, error }`.
  */
 import Sqlite from "better-sqlite3"
 import { parentPort, workerData } from "node:worker_threads"
@@ -17,18 +16,16 @@ db.pragma("synchronous = NORMAL")
 // this connection never writes; its close must not checkpoint either (the main thread's close does that)
 db.pragma("wal_autocheckpoint = 0")
 const checkpoint = db.prepare("PRAGMA wal_checkpoint(PASSIVE)")
-const replies = workerData.replies ?? parentPort
 
 parentPort.on("message", (message) => {
   if (message === "stop") {
     db.close()
-    if (replies !== parentPort) replies.close()
     parentPort.close()
     return
   }
   try {
-    replies.postMessage({ id: message.id, commits: message.commits, ...checkpoint.get() })
+    parentPort.postMessage({ id: message.id, commits: message.commits, ...checkpoint.get() })
   } catch (error) {
-    replies.postMessage({ id: message.id, commits: message.commits, error: String(error) })
+    parentPort.postMessage({ id: message.id, commits: message.commits, error: String(error) })
   }
 })
