@@ -14,7 +14,8 @@
  * Beside each phase: the server's own CPU time per call (user + system, from /proc), which moves much less
  * with the machine's load than wall-clock figures do, and per-tool latencies of the mixed phase.
  *
- * `LOAD_SECONDS` (default 10) sets each measured phase's length (two phases per side).
+ * `LOAD_SECONDS` (default 10) sets each measured phase's length (two phases per side); `LOAD_WARM_SECONDS`
+ * (default 2) the unmeasured warm-up of each side before the mixed phases.
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
@@ -32,6 +33,7 @@ setMaxListeners(0)
 const AGENTS = 50
 const SECONDS = Number(process.env.LOAD_SECONDS ?? 10)
 const SEQUENTIAL = 500
+const WARM_SECONDS = Number(process.env.LOAD_WARM_SECONDS ?? 2)
 const here = path.dirname(new URL(import.meta.url).pathname)
 
 const startBare = () =>
@@ -210,8 +212,8 @@ const main = async () => {
 
     // 2. 50 agents, closed loop, alternating phases after a warm-up of each (creates the work items)
     const mix = sophiaMix()
-    await closedLoop(sophiaClients, mix, 2, sophiaPid)
-    await closedLoop(bareClients, bareOp, 2, barePid)
+    await closedLoop(sophiaClients, mix, WARM_SECONDS, sophiaPid)
+    await closedLoop(bareClients, bareOp, WARM_SECONDS, barePid)
     const metricsUrl = sophia.url.replace(/\/mcp$/, "/metrics")
     const bp1 = await closedLoop(bareClients, bareOp, SECONDS / 2, barePid)
     const h0 = await callHistogram(metricsUrl)
