@@ -34,6 +34,7 @@ const AGENTS = 50
 const SECONDS = Number(process.env.LOAD_SECONDS ?? 10)
 const SEQUENTIAL = 500
 const WARM_SECONDS = Number(process.env.LOAD_WARM_SECONDS ?? 2)
+const REWARM_SECONDS = 1
 const here = path.dirname(new URL(import.meta.url).pathname)
 
 const startBare = () =>
@@ -79,6 +80,9 @@ const callHistogram = async (metricsUrl: string, metric = "sophia_tool_call_dura
   }
   return buckets
 }
+/** The calls of two windows (scrapes `a`→`b` and `c`→`d`) as one histogram: `histogramQuantile(new Map(), it, p)`. */
+const twoWindows = (a: Map<number, number>, b: Map<number, number>, c: Map<number, number>, d: Map<number, number>) =>
+  new Map([...d.keys()].map((le) => [le, (b.get(le) ?? 0) - (a.get(le) ?? 0) + (d.get(le) ?? 0) - (c.get(le) ?? 0)]))
 /** The bucket bound under which `p` of the calls between two scrapes finished ("≤ 25 ms"). */
 const histogramQuantile = (before: Map<number, number>, after: Map<number, number>, p: number) => {
   const bounds = [...after.keys()].sort((a, b) => a - b)
@@ -215,18 +219,33 @@ const main = async () => {
     await closedLoop(sophiaClients, mix, WARM_SECONDS, sophiaPid)
     await closedLoop(bareClients, bareOp, WARM_SECONDS, barePid)
     const metricsUrl = sophia.url.replace(/\/mcp$/, "/metrics")
+    // Each measured phase follows the other side's (5 s idle for this side's clients): their pooled fetch
+    // sockets have closed (undici keeps an idle socket 4 s unless the server hints longer), and all 50
+    // clients reconnecting at once through the one pool queue for seconds — measured: a few requests
+    // reached the server 3 s after they were sent, while it served the others in 3 ms. A second of the
+    // same side, unmeasured, before each measured phase: both sides are measured in their steady state.
+    const rewarm = () => closedLoop(sophiaClients, mix, REWARM_SECONDS, sophiaPid)
+    const rewarmBare = () => closedLoop(bareClients, bareOp, REWARM_SECONDS, barePid)
+    await rewarmBare()
     const bp1 = await closedLoop(bareClients, bareOp, SECONDS / 2, barePid)
+    await rewarm()
     const h0 = await callHistogram(metricsUrl)
     const r0 = await callHistogram(metricsUrl, "sophia_http_request_duration_seconds", 'route="mcp"')
     recordPerTool = true
     const sp1 = await closedLoop(sophiaClients, mix, SECONDS / 2, sophiaPid)
     recordPerTool = false
+    const h1 = await callHistogram(metricsUrl)
+    const r1 = await callHistogram(metricsUrl, "sophia_http_request_duration_seconds", 'route="mcp"')
+    await rewarmBare()
     const bp2 = await closedLoop(bareClients, bareOp, SECONDS / 2, barePid)
+    await rewarm()
+    const h2 = await callHistogram(metricsUrl)
+    const r2 = await callHistogram(metricsUrl, "sophia_http_request_duration_seconds", 'route="mcp"')
     recordPerTool = true
     const sp2 = await closedLoop(sophiaClients, mix, SECONDS / 2, sophiaPid)
     recordPerTool = false
-    const h1 = await callHistogram(metricsUrl)
-    const r1 = await callHistogram(metricsUrl, "sophia_http_request_duration_seconds", 'route="mcp"')
+    const h3 = await callHistogram(metricsUrl)
+    const r3 = await callHistogram(metricsUrl, "sophia_http_request_duration_seconds", 'route="mcp"')
     const bareLoad = merge(bp1, bp2)
     const sophiaLoad = merge(sp1, sp2)
 
@@ -244,7 +263,10 @@ const main = async () => {
     ]
     console.log(`\n## HTTP load (${AGENTS} agents, ${SECONDS} s per side; ${os.cpus().length} cores, load average ${os.loadavg()[0].toFixed(1)})\n`)
     for (const r of rows) console.log(`| ${r.join(" | ")} |`)
-    console.log(`\nMixed phase, inside the daemon (its /metrics histograms; the scrapes bracket both Sophia phases): tool calls, dispatch to reply: p50 ${histogramQuantile(h0, h1, 0.5)}, p99 ${histogramQuantile(h0, h1, 0.99)}; MCP requests, read to response sent: p50 ${histogramQuantile(r0, r1, 0.5)}, p99 ${histogramQuantile(r0, r1, 0.99)}. The rest of a client's latency is spent before the daemon reads the request (its event loop busy) and in the client.`)
+    const calls = twoWindows(h0, h1, h2, h3)
+    const requests = twoWindows(r0, r1, r2, r3)
+    const none = new Map<number, number>()
+    console.log(`\nMixed phase, inside the daemon (its /metrics histograms; the scrapes bracket each measured Sophia phase): tool calls, dispatch to reply: p50 ${histogramQuantile(none, calls, 0.5)}, p99 ${histogramQuantile(none, calls, 0.99)}; MCP requests, read to response sent: p50 ${histogramQuantile(none, requests, 0.5)}, p99 ${histogramQuantile(none, requests, 0.99)}. The rest of a client's latency is spent before the daemon reads the request (its event loop busy) and in the client.`)
     console.log(`\nMixed phase, per tool (Sophia): ${
       [...perTool].map(([name, xs]) => `${name.replace(/^sophia_/, "")} n=${xs.length} p50 ${ms(percentile(xs, 50))} p99 ${ms(percentile(xs, 99))}`).join("; ")
     }`)

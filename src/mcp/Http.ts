@@ -152,6 +152,19 @@ const timeRequest = (res: http.ServerResponse, route: "mcp" | "rest") => {
   res.once("close", () => recordHttpRequest(route, (performance.now() - started) / 1000))
 }
 
+/**
+ * How long an idle keep-alive socket stays open: longer than clients keep theirs by default (undici: 4 s),
+ * so a client never reuses a socket the server is closing at that instant ("other side closed"). Clients
+ * are told (`Keep-Alive: timeout=65`), so an agent that thinks for longer than 4 s between calls keeps its
+ * connection instead of opening a new one for the next call (undici keeps it up to the hint less 1 s).
+ */
+const KEEP_ALIVE_S = 65
+/**
+ * Node says `Keep-Alive: timeout=…` itself only when it writes the `Connection` header; the SDK's
+ * Streamable HTTP responses set `Connection: keep-alive` themselves, so they would go without the hint.
+ */
+const hintKeepAlive = (res: http.ServerResponse) => res.setHeader("keep-alive", `timeout=${KEEP_ALIVE_S}`)
+
 /** Nothing that matters lives in a session, so an idle one is simply closed (the client re-initializes). */
 const SESSION_IDLE_MS = 30 * 60_000
 /** Per connection; opening one more closes its least recently used session. */
@@ -259,6 +272,7 @@ export const layer = (config: HttpConfig): Layer.Layer<HttpServer, ListenError, 
           }
         }
         if (req.method === "POST") sendHeadersWithFirstEvent(res)
+        hintKeepAlive(res)
         const bearer = bearerOf(req)!
         const auth: AuthInfo = {
           token: bearer,
@@ -349,10 +363,9 @@ export const layer = (config: HttpConfig): Layer.Layer<HttpServer, ListenError, 
           sendJson(res, 500, { error: "internal_error" })
         })
       })
-      // keep idle keep-alive sockets longer than clients do (undici: 4 s idle), so a client never reuses
-      // a socket the server is closing at that instant ("other side closed")
-      server.keepAliveTimeout = 65_000
-      server.headersTimeout = 66_000
+      // (see KEEP_ALIVE_S; the headers of a request must arrive within the same time)
+      server.keepAliveTimeout = KEEP_ALIVE_S * 1000
+      server.headersTimeout = KEEP_ALIVE_S * 1000 + 1000
 
       yield* Effect.acquireRelease(
         Effect.async<void, ListenError>((resume) => {

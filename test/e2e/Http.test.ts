@@ -188,6 +188,38 @@ describe("HTTP transport", () => {
       assert.isUndefined(ok.isError)
     }).pipe(Effect.provide(ServeTest())))
 
+  it.scoped("every response tells the client how long an idle connection stays open (Keep-Alive: timeout=65)", () =>
+    Effect.gen(function*() {
+      const { port } = yield* HttpServer
+      const { bearer } = yield* connect("agent", "full")
+      const authorized = { ...mcpHeaders, authorization: `Bearer ${bearer}` }
+      // the MCP responses are the SDK's (an SSE stream with its own `Connection: keep-alive`)
+      const opened = yield* request(port, { path: "/mcp", headers: authorized, body: initialize })
+      assert.strictEqual(opened.status, 200)
+      assert.strictEqual(opened.headers["content-type"], "text/event-stream")
+      assert.strictEqual(opened.headers["keep-alive"], "timeout=65")
+      const session = opened.headers["mcp-session-id"] as string
+      const call = yield* request(port, {
+        path: "/mcp",
+        headers: { ...authorized, "mcp-session-id": session, "mcp-protocol-version": "2025-11-25" },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: "sophia_orient", arguments: {} } })
+      })
+      assert.strictEqual(call.status, 200)
+      assert.strictEqual(textJson(JSON.parse(call.body.split("data: ")[1]).result).name, "agent")
+      assert.strictEqual(call.headers["keep-alive"], "timeout=65")
+      // the daemon's own replies (a refusal, REST) say the same
+      const refused = yield* request(port, { path: "/mcp", headers: mcpHeaders, body: initialize })
+      assert.strictEqual(refused.status, 401)
+      assert.strictEqual(refused.headers["keep-alive"], "timeout=65")
+      const rest = yield* request(port, {
+        path: "/api/tools/sophia.orient",
+        headers: { "content-type": "application/json", authorization: `Bearer ${bearer}` },
+        body: "{}"
+      })
+      assert.strictEqual(rest.status, 200)
+      assert.strictEqual(rest.headers["keep-alive"], "timeout=65")
+    }).pipe(Effect.provide(ServeTest())))
+
   it.scoped("hygiene: /.well-known/oauth-* is a plain 404; foreign Host and Origin are refused", () =>
     Effect.gen(function*() {
       const { port } = yield* HttpServer
