@@ -5,7 +5,7 @@
  * or undelivered wait is read every time (its `_blocking` / `_wait_resolved` are never skipped).
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Effect, Layer } from "effect"
+import { ConfigProvider, Context, Effect, Layer } from "effect"
 import type { Caller } from "../src/domain/Auth.js"
 import { SophiaLive } from "../src/layers/App.js"
 import { Dispatcher } from "../src/mcp/Dispatch.js"
@@ -14,11 +14,20 @@ import { tempDb } from "./support/Cli.js"
 import { connect } from "./support/Fixtures.js"
 import { otherProcessPosts } from "./support/OtherProcess.js"
 
+/**
+ * The app on a file with the background search indexer held off: its batches are commits of this process,
+ * which would move the version between the steps below and hide a count kept too long.
+ */
+const appOn = (db: string) =>
+  SophiaLive(db).pipe(
+    Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["SOPHIA_SEARCH_INDEX_DELAY_MS", "600000"]]))))
+  )
+
 describe("Envelope: the kept unread count", () => {
   it.live("is served only while nothing was committed, by this process or another one on the same file", () =>
     Effect.gen(function*() {
       const db = tempDb()
-      const context = yield* Layer.build(SophiaLive(db))
+      const context = yield* Layer.build(appOn(db))
       const dispatcher = Context.get(context, Dispatcher)
       // (the app's published type names only SqlClient of the store's services)
       const version = context.unsafeMap.get(StoreVersion.key) as Context.Tag.Service<typeof StoreVersion>
@@ -72,5 +81,34 @@ describe("Envelope: the kept unread count", () => {
       assert.strictEqual(page.posts.length, 5)
       assert.strictEqual(page._inbox_unread, 0)
       assert.strictEqual((yield* call(reader, "sophia.orient"))._inbox_unread, 0)
+    }).pipe(Effect.scoped), 120_000)
+
+  it.live("right after the caller's own write it is stamped without asking the store, and stays exact", () =>
+    Effect.gen(function*() {
+      const db = tempDb()
+      const context = yield* Layer.build(appOn(db))
+      const dispatcher = Context.get(context, Dispatcher)
+      const version = context.unsafeMap.get(StoreVersion.key) as Context.Tag.Service<typeof StoreVersion>
+      const inApp = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context) as Effect.Effect<A, E>
+      const call = (caller: Caller, tool: string, args: unknown = {}) =>
+        Effect.map(dispatcher.call(caller, tool, args), (o) => o.body as any)
+      const { caller: reader } = yield* inApp(connect("reader"))
+      const { bearer: writerBearer } = yield* inApp(connect("writer"))
+
+      assert.strictEqual((yield* call(reader, "sophia.orient"))._inbox_unread, 0)
+      // another process posts; nobody here has asked the store since
+      assert.deepStrictEqual(yield* otherProcessPosts(db, writerBearer, "arc:stamp", 2), [1, 2])
+      const beforeOwnWrite = version.known()
+      // the reader's own post: its envelope is read (this process committed) under a stamp that has not
+      // counted the other process's posts yet, and still says what is there
+      const own = yield* call(reader, "sophia.coordination_post", { channel: "arc:mine", kind: "status", body: "mine" })
+      assert.strictEqual(own._inbox_unread, 2)
+      assert.isAbove(version.known(), beforeOwnWrite)
+      // another commit elsewhere: the next envelope must not reuse the count kept under that stamp
+      assert.deepStrictEqual(yield* otherProcessPosts(db, writerBearer, "arc:stamp", 1), [3])
+      assert.strictEqual((yield* call(reader, "sophia.orient"))._inbox_unread, 3)
+      assert.strictEqual((yield* call(reader, "sophia.orient"))._inbox_unread, 3)
+      // and known() never runs ahead of the store's own answer
+      assert.isAtMost(version.known(), version.current())
     }).pipe(Effect.scoped), 120_000)
 })

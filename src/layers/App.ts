@@ -220,16 +220,19 @@ export const EnvelopeLive = Layer.effect(
     // the store's version it was read at, and answered again while nothing was committed anywhere (an agent
     // polling a quiet store pays no statement). The version is taken before the probe, so a commit racing
     // the probe leaves an entry that is already stale. Callers with waits are read every time.
-    const current = version.value.current
+    // The store's own check (`current`) is paid only when the entry may still hold: after a commit of this
+    // process (the caller's own write, usually) `known` has already moved past it, and is the stamp.
+    const { current, known } = version.value
     const quiet = new Map<string, { readonly version: number; readonly userId: string; readonly unread: number }>()
     const QUIET_MAX = 10_000
     return {
       fields: (caller, options) =>
         Effect.suspend(() => {
-          const at = current()
           const kept = quiet.get(caller.connectionId)
-          if (kept !== undefined && kept.version === at && kept.userId === caller.userId) {
-            return Effect.succeed({ _inbox_unread: kept.unread })
+          let at = known()
+          if (kept !== undefined && kept.version === at) {
+            at = current()
+            if (kept.version === at && kept.userId === caller.userId) return Effect.succeed({ _inbox_unread: kept.unread })
           }
           return Effect.map(read(caller, options?.deliver ?? true), ({ quiet: isQuiet, ...fields }) => {
             if (isQuiet) {

@@ -434,7 +434,8 @@ const make = (config: SqliteStoreConfig) =>
           moves++
         }
         return commits + moves
-      }
+      },
+      known: () => commits + moves
     }
 
     // The write permit is held until the transaction's (or the statement's) scope closes, so nothing runs
