@@ -295,13 +295,16 @@ const program = Effect.gen(function*() {
   const tLive: Array<number> = []
   const tFull: Array<number> = []
   const tMoved: Array<number> = []
-  // the live envelope keeps a quiet caller's count while nothing is committed (layers/App.ts): the fourth
-  // call of each turn pays the whole probe again, after a commit by another connection (the raw handle)
+  // the live envelope keeps a quiet caller's count while nothing is committed (layers/App.ts). The callers
+  // take turns and every turn commits (below), so each turn first reads its caller's envelope once, untimed:
+  // the timed call after it is the quiet caller's (nothing committed since its last call). The last call of
+  // each turn pays the whole probe again, after a commit by another connection (the raw handle).
   const touch = raw.prepare("UPDATE post_counters SET visible = visible WHERE user_id = ?")
   for (let i = 0; i < CALLS + 300; i++) {
     const caller = callers[i % CONNECTIONS]
     const a = yield* timed(plain.call(caller, "sophia.orient", {}))
     const b = yield* timed(live.call(caller, "sophia.orient", {}))
+    yield* full.call(caller, "sophia.orient", {})
     const c = yield* timed(full.call(caller, "sophia.orient", {}))
     touch.run(userId)
     const d = yield* timed(full.call(caller, "sophia.orient", {}))
