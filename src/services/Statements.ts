@@ -81,7 +81,7 @@ export const makeFixedStatements = Effect.gen(function*() {
     {
       /**
        * The same, returning each row as an array of its values in the SELECT's column order: no object
-       * per row (reading a long page of rows, better-sqlite3 builds objects at ~1.6× the cost of arrays).
+       * per row (reading a long page of rows, the SQLite driver builds objects at ~1.6× the cost of arrays).
        */
       values: fixedIn<ReadonlyArray<unknown>>(
         (connection, sqlText, params) => connection.executeValues(sqlText, params),
