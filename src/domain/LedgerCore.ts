@@ -334,10 +334,9 @@ export const replay = (events: ReadonlyArray<LedgerEvent>): { state: Working | n
   return { state, break: null }
 }
 
-/** A row of `ledger_events` as the store returns it (columns not yet decoded). */
 /**
- * A stored event as its row's values, in the order of `STORED_EVENT_COLUMNS` (verify reads a long chain
- * so: no object per row).
+ * A row of `ledger_events` as the store returns it (columns not yet decoded), as an array of its values in
+ * the order of `STORED_EVENT_COLUMNS` (verify reads a long chain so: no object per row).
  */
 export type StoredEventValues = readonly [
   work_id: unknown,

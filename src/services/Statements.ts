@@ -25,7 +25,7 @@ export class StoreVersion extends Context.Tag("sophia/StoreVersion")<StoreVersio
    * The version as far as this process knows without asking the store: its own commits are counted, other
    * connections' only as of the last `current()`. Never above `current()`, and free. A reader that finds
    * `known()` already past what it kept need not call `current()` (right after its own write, where the
-   * store's check costs most: ~9 µs against ~3 µs, measured); and `known()` is a safe stamp for what it
+   * store's check costs most: ~9 µs against 3–5 µs, measured); and `known()` is a safe stamp for what it
    * reads next, since a commit it has not counted yet makes the next `current()` larger, never equal.
    */
   readonly known: () => number
