@@ -23,17 +23,23 @@ const appOn = (db: string) =>
     Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["SOPHIA_SEARCH_INDEX_DELAY_MS", "600000"]]))))
   )
 
+/** The app built on a fresh file, its store's version, and a caller's tool call (the body). */
+const onFreshFile = Effect.gen(function*() {
+  const db = tempDb()
+  const context = yield* Layer.build(appOn(db))
+  const dispatcher = Context.get(context, Dispatcher)
+  // (the app's published type names only SqlClient of the store's services)
+  const version = context.unsafeMap.get(StoreVersion.key) as Context.Tag.Service<typeof StoreVersion>
+  const inApp = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context) as Effect.Effect<A, E>
+  const call = (caller: Caller, tool: string, args: unknown = {}) =>
+    Effect.map(dispatcher.call(caller, tool, args), (o) => o.body as any)
+  return { db, version, inApp, call }
+})
+
 describe("Envelope: the kept unread count", () => {
   it.live("is served only while nothing was committed, by this process or another one on the same file", () =>
     Effect.gen(function*() {
-      const db = tempDb()
-      const context = yield* Layer.build(appOn(db))
-      const dispatcher = Context.get(context, Dispatcher)
-      // (the app's published type names only SqlClient of the store's services)
-      const version = context.unsafeMap.get(StoreVersion.key) as Context.Tag.Service<typeof StoreVersion>
-      const inApp = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context) as Effect.Effect<A, E>
-      const call = (caller: Caller, tool: string, args: unknown = {}) =>
-        Effect.map(dispatcher.call(caller, tool, args), (o) => o.body as any)
+      const { call, db, inApp, version } = yield* onFreshFile
       const { caller: reader } = yield* inApp(connect("reader"))
       const { bearer: writerBearer, caller: writer } = yield* inApp(connect("writer"))
 
@@ -85,13 +91,7 @@ describe("Envelope: the kept unread count", () => {
 
   it.live("right after the caller's own write it is stamped without asking the store, and stays exact", () =>
     Effect.gen(function*() {
-      const db = tempDb()
-      const context = yield* Layer.build(appOn(db))
-      const dispatcher = Context.get(context, Dispatcher)
-      const version = context.unsafeMap.get(StoreVersion.key) as Context.Tag.Service<typeof StoreVersion>
-      const inApp = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, context) as Effect.Effect<A, E>
-      const call = (caller: Caller, tool: string, args: unknown = {}) =>
-        Effect.map(dispatcher.call(caller, tool, args), (o) => o.body as any)
+      const { call, db, inApp, version } = yield* onFreshFile
       const { caller: reader } = yield* inApp(connect("reader"))
       const { bearer: writerBearer } = yield* inApp(connect("writer"))
 
