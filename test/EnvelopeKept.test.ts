@@ -5,28 +5,20 @@
  * or undelivered wait is read every time (its `_blocking` / `_wait_resolved` are never skipped).
  */
 import { assert, describe, it } from "@effect/vitest"
-import { ConfigProvider, Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer } from "effect"
 import type { Caller } from "../src/domain/Auth.js"
-import { SophiaLive } from "../src/layers/App.js"
 import { Dispatcher } from "../src/mcp/Dispatch.js"
 import { StoreVersion } from "../src/services/Statements.js"
 import { tempDb } from "./support/Cli.js"
-import { connect } from "./support/Fixtures.js"
+import { appOnFile, connect } from "./support/Fixtures.js"
 import { otherProcessPosts } from "./support/OtherProcess.js"
-
-/**
- * The app on a file with the background search indexer held off: its batches are commits of this process,
- * which would move the version between the steps below and hide a count kept too long.
- */
-const appOn = (db: string) =>
-  SophiaLive(db).pipe(
-    Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["SOPHIA_SEARCH_INDEX_DELAY_MS", "600000"]]))))
-  )
 
 /** The app built on a fresh file, its store's version, and a caller's tool call (the body). */
 const onFreshFile = Effect.gen(function*() {
   const db = tempDb()
-  const context = yield* Layer.build(appOn(db))
+  // the search indexer held off: its batches are this process's commits, which would move the version
+  // between the steps below and hide a count kept too long
+  const context = yield* Layer.build(appOnFile(db, 600_000))
   const dispatcher = Context.get(context, Dispatcher)
   // (the app's published type names only SqlClient of the store's services)
   const version = context.unsafeMap.get(StoreVersion.key) as Context.Tag.Service<typeof StoreVersion>

@@ -7,19 +7,12 @@
  */
 import { SqlClient } from "@effect/sql"
 import { assert, describe, it } from "@effect/vitest"
-import { ConfigProvider, Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer } from "effect"
 import type { Caller } from "../src/domain/Auth.js"
-import { SophiaLive } from "../src/layers/App.js"
 import { Dispatcher } from "../src/mcp/Dispatch.js"
 import { tempDb } from "./support/Cli.js"
-import { connect } from "./support/Fixtures.js"
+import { appOnFile, connect } from "./support/Fixtures.js"
 import { otherProcessPosts } from "./support/OtherProcess.js"
-
-/** The app on a file, with the background indexer's pause set (long: only searches index; short: it does). */
-const appOn = (db: string, delayMs: number) =>
-  SophiaLive(db).pipe(
-    Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["SOPHIA_SEARCH_INDEX_DELAY_MS", String(delayMs)]]))))
-  )
 
 /** Run an effect against a built app (the tests keep one open across another process's writes). */
 const runIn = (context: Context.Context<any>) => <A, E>(effect: Effect.Effect<A, E, any>) =>
@@ -60,7 +53,7 @@ describe("posts' search index in batches (SQLite)", () => {
     Effect.gen(function*() {
       const db = tempDb()
       // the background indexer waits a minute: everything below is indexed by the searches themselves
-      const context = yield* Layer.build(appOn(db, 60_000))
+      const context = yield* Layer.build(appOnFile(db, 60_000))
       const run = runIn(context)
       const { caller: reader } = yield* run(connect("reader"))
       const { bearer, caller: writer } = yield* run(connect("writer"))
@@ -102,7 +95,7 @@ describe("posts' search index in batches (SQLite)", () => {
   it.live("the background fiber indexes posts that landed, without any search", () =>
     Effect.gen(function*() {
       const db = tempDb()
-      const context = yield* Layer.build(appOn(db, 20))
+      const context = yield* Layer.build(appOnFile(db, 20))
       const run = runIn(context)
       const { caller: writer } = yield* run(connect("writer"))
       const dispatcher = yield* run(Dispatcher)
@@ -117,7 +110,7 @@ describe("posts' search index in batches (SQLite)", () => {
     Effect.gen(function*() {
       const db = tempDb()
       const userId = yield* Effect.scoped(Effect.gen(function*() {
-        const context = yield* Layer.build(appOn(db, 60_000))
+        const context = yield* Layer.build(appOnFile(db, 60_000))
         const run = runIn(context)
         const { caller: writer } = yield* run(connect("writer"))
         const dispatcher = yield* run(Dispatcher)
@@ -126,7 +119,7 @@ describe("posts' search index in batches (SQLite)", () => {
         assert.deepStrictEqual(yield* run(indexCounts(writer.userId)), { rows: 0, distinct: 0, progress: 0, newest: 7 })
         return writer.userId
       }))
-      const context = yield* Layer.build(appOn(db, 60_000))
+      const context = yield* Layer.build(appOnFile(db, 60_000))
       assert.deepStrictEqual(yield* countsOnceIndexed(runIn(context), userId, 7), { rows: 7, distinct: 7, progress: 7, newest: 7 })
     }).pipe(Effect.scoped), 60_000)
 })

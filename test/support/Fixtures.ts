@@ -1,6 +1,19 @@
-import { Effect } from "effect"
+import { ConfigProvider, Effect, Layer } from "effect"
 import type { Caller, Profile } from "../../src/domain/Auth.js"
+import { SophiaLive } from "../../src/layers/App.js"
 import { Auth } from "../../src/services/Auth.js"
+
+/**
+ * The app on a SQLite file with the background search indexer's pause set (`SOPHIA_SEARCH_INDEX_DELAY_MS`):
+ * long, it stays out of the way (its batches are this process's commits) and only searches index; short,
+ * it does its work.
+ */
+export const appOnFile = (db: string, searchIndexDelayMs: number) =>
+  SophiaLive(db).pipe(
+    Layer.provide(
+      Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["SOPHIA_SEARCH_INDEX_DELAY_MS", String(searchIndexDelayMs)]])))
+    )
+  )
 
 /**
  * Mint a connection through the real Auth service and authenticate its bearer, as a transport would.
