@@ -219,35 +219,35 @@ const main = async () => {
     await closedLoop(sophiaClients, mix, WARM_SECONDS, sophiaPid)
     await closedLoop(bareClients, bareOp, WARM_SECONDS, barePid)
     const metricsUrl = sophia.url.replace(/\/mcp$/, "/metrics")
+    // the daemon's tool-call and MCP-request histograms, as they stand
+    const scrape = async () => ({
+      calls: await callHistogram(metricsUrl),
+      requests: await callHistogram(metricsUrl, "sophia_http_request_duration_seconds", 'route="mcp"')
+    })
     // Each measured phase follows the other side's (5 s idle for this side's clients): their pooled fetch
     // sockets have closed (undici keeps an idle socket 4 s unless the server hints longer), and all 50
     // clients reconnecting at once through the one pool queue for seconds — measured: a few requests
     // reached the server 3 s after they were sent, while it served the others in 3 ms. A second of the
     // same side, unmeasured, before each measured phase: both sides are measured in their steady state.
-    const rewarm = () => closedLoop(sophiaClients, mix, REWARM_SECONDS, sophiaPid)
-    const rewarmBare = () => closedLoop(bareClients, bareOp, REWARM_SECONDS, barePid)
-    await rewarmBare()
-    const bp1 = await closedLoop(bareClients, bareOp, SECONDS / 2, barePid)
-    await rewarm()
-    const h0 = await callHistogram(metricsUrl)
-    const r0 = await callHistogram(metricsUrl, "sophia_http_request_duration_seconds", 'route="mcp"')
-    recordPerTool = true
-    const sp1 = await closedLoop(sophiaClients, mix, SECONDS / 2, sophiaPid)
-    recordPerTool = false
-    const h1 = await callHistogram(metricsUrl)
-    const r1 = await callHistogram(metricsUrl, "sophia_http_request_duration_seconds", 'route="mcp"')
-    await rewarmBare()
-    const bp2 = await closedLoop(bareClients, bareOp, SECONDS / 2, barePid)
-    await rewarm()
-    const h2 = await callHistogram(metricsUrl)
-    const r2 = await callHistogram(metricsUrl, "sophia_http_request_duration_seconds", 'route="mcp"')
-    recordPerTool = true
-    const sp2 = await closedLoop(sophiaClients, mix, SECONDS / 2, sophiaPid)
-    recordPerTool = false
-    const h3 = await callHistogram(metricsUrl)
-    const r3 = await callHistogram(metricsUrl, "sophia_http_request_duration_seconds", 'route="mcp"')
+    const barePhase = async () => {
+      await closedLoop(bareClients, bareOp, REWARM_SECONDS, barePid)
+      return closedLoop(bareClients, bareOp, SECONDS / 2, barePid)
+    }
+    // (with the daemon's histograms scraped around it, and each call's latency kept per tool)
+    const sophiaPhase = async () => {
+      await closedLoop(sophiaClients, mix, REWARM_SECONDS, sophiaPid)
+      const before = await scrape()
+      recordPerTool = true
+      const phase = await closedLoop(sophiaClients, mix, SECONDS / 2, sophiaPid)
+      recordPerTool = false
+      return { phase, before, after: await scrape() }
+    }
+    const bp1 = await barePhase()
+    const sp1 = await sophiaPhase()
+    const bp2 = await barePhase()
+    const sp2 = await sophiaPhase()
     const bareLoad = merge(bp1, bp2)
-    const sophiaLoad = merge(sp1, sp2)
+    const sophiaLoad = merge(sp1.phase, sp2.phase)
 
     const ms = (x: number) => `${x.toFixed(x < 10 ? 2 : 1)} ms`
     const rows = [
@@ -263,8 +263,8 @@ const main = async () => {
     ]
     console.log(`\n## HTTP load (${AGENTS} agents, ${SECONDS} s per side; ${os.cpus().length} cores, load average ${os.loadavg()[0].toFixed(1)})\n`)
     for (const r of rows) console.log(`| ${r.join(" | ")} |`)
-    const calls = twoWindows(h0, h1, h2, h3)
-    const requests = twoWindows(r0, r1, r2, r3)
+    const calls = twoWindows(sp1.before.calls, sp1.after.calls, sp2.before.calls, sp2.after.calls)
+    const requests = twoWindows(sp1.before.requests, sp1.after.requests, sp2.before.requests, sp2.after.requests)
     const none = new Map<number, number>()
     console.log(`\nMixed phase, inside the daemon (its /metrics histograms; the scrapes bracket each measured Sophia phase): tool calls, dispatch to reply: p50 ${histogramQuantile(none, calls, 0.5)}, p99 ${histogramQuantile(none, calls, 0.99)}; MCP requests, read to response sent: p50 ${histogramQuantile(none, requests, 0.5)}, p99 ${histogramQuantile(none, requests, 0.99)}. The rest of a client's latency is spent before the daemon reads the request (its event loop busy) and in the client.`)
     console.log(`\nMixed phase, per tool (Sophia): ${
