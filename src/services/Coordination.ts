@@ -27,7 +27,7 @@ import { Auth } from "./Auth.js"
 import { forUpdate, serialize } from "./Dialect.js"
 import { Events } from "./Events.js"
 import { spanned } from "./Spans.js"
-import { makeFixedStatements, perCount } from "./Statements.js"
+import { limitTo, makeFixedStatements, perCount } from "./Statements.js"
 import { Wakeups } from "./Wakeups.js"
 
 /**
@@ -469,7 +469,7 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
         LEFT JOIN channels ch ON ch.user_id = p.user_id AND ch.id = p.channel
         WHERE ${sql.and(where)}
         ORDER BY p.pos ${newest ? sql.literal("DESC") : sql.literal("ASC")}
-        LIMIT ${limit}`.pipe(
+        ${limitTo(sql, limit)}`.pipe(
         Effect.flatMap(decodePostRows),
         Effect.map((rows) => newest ? [...rows].reverse() : rows),
         Effect.orDie
@@ -652,7 +652,6 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
       connectionId: string,
       userId: string,
       archivedFilter: Statement.Fragment,
-      max: number,
       unreadUser: string,
       unreadSameUser: string,
       unreadConnection: string
@@ -666,29 +665,27 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
         LEFT JOIN channels ch ON ch.user_id = cc.user_id AND ch.id = cc.channel
         WHERE cc.user_id = ${userId} ${archivedFilter}
         ORDER BY cc.last_post_at DESC, cc.channel
-        LIMIT ${max}`
-    const everyChannel = fixed((connectionId: string, userId: string, max: number, u: string, u2: string, c: string) =>
-      channelsQuery(connectionId, userId, sql``, max, u, u2, c))
+        ${limitTo(sql, MAX_CHANNELS_LISTED)}`
+    const everyChannel = fixed((connectionId: string, userId: string, u: string, u2: string, c: string) =>
+      channelsQuery(connectionId, userId, sql``, u, u2, c))
     /** (the named channel is listed even when archived) */
     const openChannels = fixed((
       connectionId: string,
       userId: string,
       named: string | null,
-      max: number,
       u: string,
       u2: string,
       c: string
-    ) => channelsQuery(connectionId, userId, sql`AND (ch.archived_at IS NULL OR cc.channel = ${named})`, max, u, u2, c))
+    ) => channelsQuery(connectionId, userId, sql`AND (ch.archived_at IS NULL OR cc.channel = ${named})`, u, u2, c))
 
     /** The channel list and the global unread count (from the list's rows; with no row listed, asked on its own). */
     const listChannels = (caller: Caller, input: InboxInput) =>
       (input.include_archived === true
-        ? everyChannel(caller.connectionId, caller.userId, MAX_CHANNELS_LISTED, caller.userId, caller.userId, caller.connectionId)
+        ? everyChannel(caller.connectionId, caller.userId, caller.userId, caller.userId, caller.connectionId)
         : openChannels(
           caller.connectionId,
           caller.userId,
           input.channel ?? null,
-          MAX_CHANNELS_LISTED,
           caller.userId,
           caller.userId,
           caller.connectionId
@@ -1015,12 +1012,12 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
             FROM posts p, q
             WHERE p.search @@ q.q AND p.user_id = ${caller.userId}
             ORDER BY bm25 DESC, p.id
-            LIMIT ${limit}`,
+            ${limitTo(sql, limit)}`,
         orElse: () =>
           sql`WITH top AS (
               SELECT rowid AS rid, bm25(posts_fts) AS rank FROM posts_fts
               WHERE posts_fts MATCH ${match} AND user_id = ${caller.userId}
-              ORDER BY rank LIMIT ${limit}
+              ORDER BY rank ${limitTo(sql, limit)}
             )
             SELECT p.id AS post_id, p.channel, p.channel_seq, p.kind, p.connection_id, p.created_at,
               snippet(posts_fts, -1, '[', ']', '…', 16) AS snippet, -top.rank AS bm25

@@ -28,6 +28,7 @@ import { DbInt, nowIso } from "../domain/Time.js"
 import { ftsQuery, tsQuery } from "../domain/Search.js"
 import { Coordination } from "./Coordination.js"
 import { serialize } from "./Dialect.js"
+import { limitTo } from "./Statements.js"
 
 const newId = (prefix: string) => `${prefix}-${randomUUID()}`
 
@@ -318,7 +319,7 @@ export class Knowledge extends Effect.Service<Knowledge>()("sophia/Knowledge", {
               SELECT d.id, ts_rank('{0, 0, 0.3333, 1.0}', d.search, q.q) AS score FROM documents d, q
               WHERE d.search @@ q.q AND d.user_id = ${caller.userId} AND d.deleted_at IS NULL
                 ${scopeClause("d.entity_id", scope)}
-              ORDER BY score DESC, d.id LIMIT ${limit}
+              ORDER BY score DESC, d.id ${limitTo(sql, limit)}
             )
             SELECT d.id AS document_id, d.title AS title,
               ts_headline('simple', d.title || ' — ' || d.body, q.q,
@@ -330,7 +331,7 @@ export class Knowledge extends Effect.Service<Knowledge>()("sophia/Knowledge", {
           sql`WITH top AS (
               SELECT rowid AS rid, bm25(documents_fts, 0.0, 0.0, 0.0, 3.0, 1.0) AS rank FROM documents_fts
               WHERE documents_fts MATCH ${match} AND user_id = ${caller.userId} ${scopeClause("entity_id", scope)}
-              ORDER BY rank LIMIT ${limit}
+              ORDER BY rank ${limitTo(sql, limit)}
             )
             SELECT d.id AS document_id, d.title AS title,
               snippet(documents_fts, -1, '[', ']', '…', 16) AS snippet, -top.rank AS score,
@@ -371,12 +372,12 @@ export class Knowledge extends Effect.Service<Knowledge>()("sophia/Knowledge", {
             FROM facts f, q
             WHERE f.search @@ q.q AND f.user_id = ${caller.userId} AND f.deleted_at IS NULL ${scopeClause("f.entity_id", scope)}
             ORDER BY bm25 DESC, f.id
-            LIMIT ${limit}`,
+            ${limitTo(sql, limit)}`,
         orElse: () =>
           sql`WITH top AS (
               SELECT rowid AS rid, bm25(facts_fts) AS rank FROM facts_fts
               WHERE facts_fts MATCH ${match} AND user_id = ${caller.userId} ${scopeClause("entity_id", scope)}
-              ORDER BY rank LIMIT ${limit * 2}
+              ORDER BY rank ${limitTo(sql, limit * 2)}
             )
             SELECT f.id AS fact_id, f.subject, f.predicate, f.object, f.entity_id, f.created_at,
               snippet(facts_fts, -1, '[', ']', '…', 16) AS snippet, -top.rank AS bm25
@@ -384,7 +385,7 @@ export class Knowledge extends Effect.Service<Knowledge>()("sophia/Knowledge", {
               JOIN facts f ON f.id = facts_fts.fact_id
             WHERE facts_fts MATCH ${match} AND f.deleted_at IS NULL
             ORDER BY top.rank, f.id
-            LIMIT ${limit}`
+            ${limitTo(sql, limit)}`
       }).pipe(Effect.flatMap(decodeFactHits))
     }, Effect.catchTag("SqlError", "ParseError", Effect.die))
 
@@ -409,7 +410,7 @@ export class Knowledge extends Effect.Service<Knowledge>()("sophia/Knowledge", {
       }
           ${scopeClause("f.entity_id", scope)}
         ORDER BY f.created_at DESC, f.id
-        LIMIT ${input.limit ?? LIMITS.queryLimitDefault}`.pipe(Effect.flatMap(decodeFacts))
+        ${limitTo(sql, input.limit ?? LIMITS.queryLimitDefault)}`.pipe(Effect.flatMap(decodeFacts))
       if (facts.length === 0) return { facts: [] as Array<FactRow> }
       const sources = yield* sql`SELECT
           fs.fact_id, d.id AS document_id, d.title, d.uri
@@ -430,7 +431,7 @@ export class Knowledge extends Effect.Service<Knowledge>()("sophia/Knowledge", {
     /** The caller's journal, newest first (for the owner and tests). */
     const mutations = Effect.fn("Knowledge.mutations")(function*(caller: Caller, limit = 50) {
       const rows = yield* sql`SELECT * FROM mutations WHERE user_id = ${caller.userId}
-        ORDER BY created_at DESC, id LIMIT ${limit}`.pipe(Effect.flatMap(decodeMutations))
+        ORDER BY created_at DESC, id ${limitTo(sql, limit)}`.pipe(Effect.flatMap(decodeMutations))
       return rows.map((r) => ({ ...r, changes: decodeChanges(r.changes) }))
     }, Effect.catchTag("SqlError", "ParseError", Effect.die))
 

@@ -45,7 +45,7 @@ import { DbInt, nowIso } from "../domain/Time.js"
 import { Auth } from "./Auth.js"
 import { Events } from "./Events.js"
 import { spanned } from "./Spans.js"
-import { makeFixedStatements } from "./Statements.js"
+import { limitTo, makeFixedStatements } from "./Statements.js"
 
 // ---------------------------------------------------------------------------------------------------
 // Rows, decoded
@@ -306,7 +306,7 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
         WHERE user_id = ${userId} AND work_id = ${workId}
           AND seq <= ${options.upTo ?? Number.MAX_SAFE_INTEGER} AND seq < ${options.before ?? Number.MAX_SAFE_INTEGER}
         ORDER BY seq ${options.newestFirst === true ? sql.literal("DESC") : sql.literal("ASC")}
-        ${options.limit === undefined ? sql`` : sql`LIMIT ${options.limit}`}`.pipe(Effect.flatMap(decodeEvents))
+        ${options.limit === undefined ? sql`` : limitTo(sql, options.limit)}`.pipe(Effect.flatMap(decodeEvents))
 
     /** The materialized state of a work item, as the tables hold it. */
     const loadState = (userId: string, workId: string) =>
@@ -807,9 +807,9 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
 
     const VERIFY_PAGE = 4096
     // rows as arrays (`StoredEventValues`), in the order of STORED_EVENT_COLUMNS
-    const eventPage = fixed.values((userId: string, workId: string, after: number, limit: number) =>
+    const eventPage = fixed.values((userId: string, workId: string, after: number) =>
       sql`SELECT ${sql.literal(STORED_EVENT_COLUMNS)} FROM ledger_events
-        WHERE user_id = ${userId} AND work_id = ${workId} AND seq > ${after} ORDER BY seq LIMIT ${limit}`)
+        WHERE user_id = ${userId} AND work_id = ${workId} AND seq > ${after} ORDER BY seq ${limitTo(sql, VERIFY_PAGE)}`)
 
     /**
      * One item checked the fast way: its rows in pages, each read and hashed by plain functions
@@ -821,7 +821,7 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
         let cursor = REPLAY_START
         let count = 0
         for (;;) {
-          const rows = yield* eventPage(item.user_id, item.work_id, cursor.seq, VERIFY_PAGE)
+          const rows = yield* eventPage(item.user_id, item.work_id, cursor.seq)
           count += rows.length
           const next = replayStored(rows as ReadonlyArray<StoredEventValues>, cursor)
           if (next === undefined) return undefined
@@ -904,11 +904,11 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
       }),
       execute: ({ limit, userId }) =>
         sql`SELECT work_id, title, status, claimant, head, seq, updated_at FROM ledger_work
-          WHERE user_id = ${userId} ORDER BY updated_at DESC, work_id LIMIT ${limit}`
+          WHERE user_id = ${userId} ORDER BY updated_at DESC, work_id ${limitTo(sql, limit)}`
     })
     /** The user's work items, most recently moved first (the owner's dashboard), at most `limit` (≤ 1000). */
     const listWork = (userId: string, limit = 200) =>
-      Effect.orDie(listRows({ userId, limit: Math.min(Math.max(1, limit), 1000) }))
+      Effect.orDie(listRows({ userId, limit: Math.min(Math.max(1, Math.trunc(limit)), 1000) }))
     const claimRows = SqlSchema.findAll({
       Request: Schema.String,
       Result: Schema.Struct({ work_id: Schema.String, title: Schema.String, claimant: Schema.String }),
