@@ -29,6 +29,7 @@ const SERVICE_SUITE = [
   "test/Orphans.test.ts",
   "test/Projection.test.ts",
   "test/Search.test.ts",
+  "test/Statements.test.ts",
   "test/Waits.test.ts",
   "test/postgres/**/*.test.ts"
 ]

@@ -83,6 +83,30 @@ describe("Auth", () => {
       assert.deepStrictEqual([...many.keys()], [a.connectionId])
     }).pipe(Effect.provide(SophiaTest)))
 
+  it.effect("names(ids) gives each connection's name as it is now, revoked ones too, in one statement however many ids", () =>
+    Effect.gen(function*() {
+      const auth = yield* Auth
+      const { caller: a } = yield* connect("alpha")
+      const { caller: b } = yield* connect("beta")
+      const ids = [a.connectionId, b.connectionId, a.connectionId, "no-such-connection"]
+      assert.deepStrictEqual([...(yield* auth.names(ids))].sort(), [[a.connectionId, "alpha"], [b.connectionId, "beta"]].sort())
+      yield* auth.rename("alpha", "gamma")
+      yield* auth.revoke("beta")
+      // a change this service did not make (another process on the same store)
+      const { SqlClient } = yield* Effect.promise(() => import("@effect/sql"))
+      const sql = yield* SqlClient.SqlClient
+      yield* sql`UPDATE connections SET name = 'delta' WHERE id = ${b.connectionId}`
+      const after = yield* auth.names(ids)
+      assert.deepStrictEqual([after.get(a.connectionId), after.get(b.connectionId), after.size], ["gamma", "delta", 2])
+      // the same answer as the full rows give
+      const full = yield* auth.connections(ids)
+      assert.deepStrictEqual([...after].sort(), [...full].map(([id, c]) => [id, c.name] as [string, string]).sort())
+      // past the fixed statements' page size too, and none at all
+      const many = yield* auth.names([...Array.from({ length: 70 }, (_, i) => `none-${i}`), a.connectionId])
+      assert.deepStrictEqual([...many], [[a.connectionId, "gamma"]])
+      assert.strictEqual((yield* auth.names([])).size, 0)
+    }).pipe(Effect.provide(SophiaTest)))
+
   it.effect("names are unique per user among live connections; rename and revoke by id, short id or name", () =>
     Effect.gen(function*() {
       const auth = yield* Auth

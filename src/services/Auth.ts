@@ -157,6 +157,13 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
       64,
       (...ids) => sql`${selectConnections} WHERE ${sql.in("c.id", ids)}`
     )
+    // the names alone, for the rows that show who wrote them (an inbox page): no user row joined, two columns
+    const nameRowsByIds = perCount<{ readonly id: string; readonly name: string }>(
+      fixed,
+      64,
+      (...ids) => sql`SELECT id, name FROM connections WHERE ${sql.in("id", ids)}`
+    )
+    const decodeNameRows = Schema.decodeUnknown(Schema.Array(Schema.Struct({ id: Schema.String, name: Schema.String })))
     const findUserId = SqlSchema.findOne({
       Request: Schema.String,
       Result: Schema.Struct({ id: Schema.String }),
@@ -366,6 +373,20 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
     }
 
     /**
+     * The names of several connections by id, revoked or not, in one statement: `connections` for a caller
+     * that shows only who wrote a row (an inbox page joins two names a post, live).
+     */
+    const names = (ids: Iterable<string>): Effect.Effect<ReadonlyMap<string, string>> => {
+      const unique = [...new Set(ids)]
+      if (unique.length === 0) return Effect.succeed(new Map())
+      return nameRowsByIds(...unique).pipe(
+        Effect.flatMap(decodeNameRows),
+        Effect.orDie,
+        Effect.map((rows) => new Map(rows.map((r) => [r.id, r.name] as const)))
+      )
+    }
+
+    /**
      * The access rules of DESIGN "Profiles and access", the one function every tool call passes
      * through. A forbidden class is refused here; a call that needs an approval ("approval" for an
      * assistant's write, "owner_approval" for any elevated tool) is handed to the Approvals flow by the
@@ -392,6 +413,7 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
       touch,
       get,
       connections,
+      names,
       authorize
     } as const
   })

@@ -478,14 +478,14 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
     /** Names are joined live (a rename relabels past posts), through Auth in one statement per page. */
     const toPostRows = (caller: Caller, rows: ReadonlyArray<DbPostRow>) =>
       Effect.map(
-        auth.connections(rows.flatMap((r) => r.to_connection_id === null ? [r.connection_id] : [r.connection_id, r.to_connection_id])),
+        auth.names(rows.flatMap((r) => r.to_connection_id === null ? [r.connection_id] : [r.connection_id, r.to_connection_id])),
         (names) =>
           rows.map((row) =>
             toPostRow(
               caller,
               row,
-              names.get(row.connection_id)?.name ?? "",
-              row.to_connection_id === null ? null : names.get(row.to_connection_id)?.name ?? null
+              names.get(row.connection_id) ?? "",
+              row.to_connection_id === null ? null : names.get(row.to_connection_id) ?? null
             )
           )
       )

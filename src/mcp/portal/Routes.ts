@@ -155,8 +155,7 @@ export const PortalRoutesLive = Layer.effect(
         o.ok ? Effect.succeed(o.body as any) : Effect.fail(String((o.body.error as any).message ?? o.body.error.code))
       )
 
-    const namesOf = (ids: Iterable<string>) =>
-      Effect.map(auth.connections(ids), (m) => new Map([...m].map(([id, c]) => [id, c.name] as const)))
+    const namesOf = auth.names
 
     // ---------------------------------------------------------------- pages (each an Effect of its live region)
 
