@@ -454,22 +454,39 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
         Effect.orDie
       )
 
-    const selectPosts = (
-      caller: Caller,
-      where: ReadonlyArray<ReturnType<typeof sql.literal> | ReturnType<typeof sql.and>>,
-      limit: number,
-      newest = false
-    ) =>
+    /** A page of the posts `where` selects (conditions joined by AND), with the reader's read marks joined. */
+    const postsPage = (connectionId: string, where: ReadonlyArray<Statement.Fragment>, limit: number, newest: boolean) =>
       sql`SELECT p.id, p.pos, p.channel, p.channel_seq, p.kind, p.body, p.refs, p.payload, p.connection_id,
           p.to_selector, p.to_connection_id, p.based_on_seq, p.created_at,
           CASE WHEN r.post_id IS NULL THEN 0 ELSE 1 END AS is_read,
           CASE WHEN ch.archived_at IS NULL THEN 0 ELSE 1 END AS archived
         FROM posts p
-        LEFT JOIN reads r ON r.user_id = p.user_id AND r.connection_id = ${caller.connectionId} AND r.pos = p.pos
+        LEFT JOIN reads r ON r.user_id = p.user_id AND r.connection_id = ${connectionId} AND r.pos = p.pos
         LEFT JOIN channels ch ON ch.user_id = p.user_id AND ch.id = p.channel
         WHERE ${sql.and(where)}
         ORDER BY p.pos ${newest ? sql.literal("DESC") : sql.literal("ASC")}
-        ${limitTo(sql, limit)}`.pipe(
+        ${limitTo(sql, limit)}`
+    /** The conditions of the plain unread inbox (no channel, kind or heartbeat asked for): the reads' usual page. */
+    const unreadWhere = (userId: string, after: number, connectionId: string) => [
+      sql`p.user_id = ${userId}`,
+      sql`p.pos > ${after}`,
+      sql`ch.archived_at IS NULL`,
+      sql`p.kind <> 'heartbeat'`,
+      sql`p.connection_id <> ${connectionId}`,
+      sql`r.post_id IS NULL`
+    ]
+    // that page as a fixed statement (Statements.ts), one per page size
+    const unreadPages = new Map<number, (me: string, userId: string, after: number, meAgain: string) => Effect.Effect<ReadonlyArray<unknown>, SqlError>>()
+    const unreadPage = (limit: number) => {
+      let page = unreadPages.get(limit)
+      if (page === undefined) {
+        unreadPages.set(limit, page = fixed((me: string, userId: string, after: number, meAgain: string) =>
+          postsPage(me, unreadWhere(userId, after, meAgain), limit, false)))
+      }
+      return page
+    }
+    const decodePage = (newest: boolean) => <E>(page: Effect.Effect<ReadonlyArray<unknown>, E>) =>
+      page.pipe(
         Effect.flatMap(decodePostRows),
         Effect.map((rows) => newest ? [...rows].reverse() : rows),
         Effect.orDie
@@ -590,6 +607,15 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
         }
       })
 
+    /** The read marks of a page, one row of 5 per post: fixed per count of posts up to the largest page (200). */
+    const insertReads = perCount<{ post_id: string }>(fixed, 5 * 200, (...flat) => {
+      const rows: Array<Record<string, unknown>> = []
+      for (let i = 0; i < flat.length; i += 5) {
+        rows.push({ user_id: flat[i], connection_id: flat[i + 1], pos: flat[i + 2], post_id: flat[i + 3], read_at: flat[i + 4] })
+      }
+      return sql`INSERT INTO reads ${sql.insert(rows)} ON CONFLICT DO NOTHING RETURNING post_id`
+    })
+
     /** Insert the read rows; per channel, how many visible posts this read really consumed and whether it is archived. */
     const consume = (caller: Caller, candidates: ReadonlyArray<DbPostRow>, now: string) =>
       Effect.gen(function*() {
@@ -598,9 +624,9 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
         // Concurrent readers of one connection (two daemons): only the rows this insert really added are
         // counted (RETURNING skips those another transaction marked first), so `consumed` never counts a
         // read twice.
-        const inserted = yield* sql<{ post_id: string }>`INSERT INTO reads ${
-          sql.insert(candidates.map((r) => ({ user_id: caller.userId, connection_id: caller.connectionId, pos: r.pos, post_id: r.id, read_at: now })))
-        } ON CONFLICT DO NOTHING RETURNING post_id`
+        const flat: Array<string | number> = []
+        for (const r of candidates) flat.push(caller.userId, caller.connectionId, r.pos, r.id, now)
+        const inserted = yield* insertReads(...flat)
         const added = new Set(inserted.map((r) => r.post_id))
         const fresh = candidates.filter((r) => added.has(r.id))
         // Archive state per channel as it stands now: the counter rows are share-locked first (Postgres;
@@ -754,21 +780,31 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
           lastPosBefore = (yield* lastPosQuery(userId).pipe(Effect.flatMap(decodeOptionalNumber)))[0]?.n ?? 0
         }
 
-        const where = [sql`p.user_id = ${userId}`, sql`p.pos > ${Math.max(cursorPos, lwm, lwmPos)}`]
-        if (channel !== undefined) {
-          where.push(sql`p.channel = ${channel}`)
-        } else if (!withArchived) {
-          where.push(sql`ch.archived_at IS NULL`)
-        }
-        if (kinds !== undefined) where.push(sql`p.kind IN ${sql.in(kinds)}`)
-        if (!withHeartbeats && !(kinds?.includes("heartbeat") ?? false)) where.push(sql`p.kind <> 'heartbeat'`)
-        if (unreadOnly) {
-          where.push(sql`p.connection_id <> ${me}`)
-          where.push(sql`r.post_id IS NULL`)
-        }
-        if (input.before_seq !== undefined) where.push(sql`p.channel_seq < ${input.before_seq}`)
+        const after = Math.max(cursorPos, lwm, lwmPos)
         // the conversation without a cursor is its newest `limit` posts (in seq order); a cursor pages forward
-        const rows = yield* selectPosts(caller, where, limit, conversation && input.cursor === undefined)
+        const newest = conversation && input.cursor === undefined
+        const filters = () => {
+          const where = [sql`p.user_id = ${userId}`, sql`p.pos > ${after}`]
+          if (channel !== undefined) {
+            where.push(sql`p.channel = ${channel}`)
+          } else if (!withArchived) {
+            where.push(sql`ch.archived_at IS NULL`)
+          }
+          if (kinds !== undefined) where.push(sql`p.kind IN ${sql.in(kinds)}`)
+          if (!withHeartbeats && !(kinds?.includes("heartbeat") ?? false)) where.push(sql`p.kind <> 'heartbeat'`)
+          if (unreadOnly) {
+            where.push(sql`p.connection_id <> ${me}`)
+            where.push(sql`r.post_id IS NULL`)
+          }
+          if (input.before_seq !== undefined) where.push(sql`p.channel_seq < ${input.before_seq}`)
+          return where
+        }
+        // (the plain unread inbox's filters are `unreadWhere`'s, the same conditions in the same order)
+        const plainUnread = unreadOnly && channel === undefined && !withArchived && kinds === undefined && !withHeartbeats &&
+          input.before_seq === undefined
+        const rows = yield* decodePage(newest)(
+          plainUnread ? unreadPage(limit)(me, userId, after, me) : postsPage(me, filters(), limit, newest)
+        )
 
         if (mark) {
           const now = yield* nowIso
