@@ -23,7 +23,7 @@ describe("Coordination: channel_seq across OS processes", () => {
       }).pipe(Effect.provide(SophiaLive(db)))
 
       const writers = Effect.promise(() =>
-        Promise.all(bearers.map((bearer, i) => runCoordinationWriter([db, bearer, "arc:race", String(N), dir, String(i)])))
+        Promise.all(bearers.map((bearer, i) => runCoordinationWriter([db, bearer, "arc:race", String(N), dir, String(i), String(1 - i)])))
       )
       const release = Effect.gen(function*() {
         while (!(fs.existsSync(path.join(dir, "ready-0")) && fs.existsSync(path.join(dir, "ready-1")))) {
