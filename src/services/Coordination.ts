@@ -466,22 +466,45 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
         WHERE ${sql.and(where)}
         ORDER BY p.pos ${newest ? sql.literal("DESC") : sql.literal("ASC")}
         ${limitTo(sql, limit)}`
-    /** The conditions of the plain unread inbox (no channel, kind or heartbeat asked for): the reads' usual page. */
-    const unreadWhere = (userId: string, after: number, connectionId: string) => [
-      sql`p.user_id = ${userId}`,
-      sql`p.pos > ${after}`,
-      sql`ch.archived_at IS NULL`,
-      sql`p.kind <> 'heartbeat'`,
-      sql`p.connection_id <> ${connectionId}`,
-      sql`r.post_id IS NULL`
-    ]
-    // that page as a fixed statement (Statements.ts), one per page size
+    /** What a page shows, as the inbox's input asks (`after`: the position the page starts past). */
+    interface PageFilter {
+      readonly userId: string
+      readonly connectionId: string
+      readonly after: number
+      readonly channel?: string | undefined
+      readonly withArchived: boolean
+      readonly kinds?: ReadonlyArray<string> | undefined
+      readonly withHeartbeats: boolean
+      readonly unreadOnly: boolean
+      readonly beforeSeq?: number | undefined
+    }
+    const pageConditions = (f: PageFilter) => {
+      const where = [sql`p.user_id = ${f.userId}`, sql`p.pos > ${f.after}`]
+      if (f.channel !== undefined) {
+        where.push(sql`p.channel = ${f.channel}`)
+      } else if (!f.withArchived) {
+        where.push(sql`ch.archived_at IS NULL`)
+      }
+      if (f.kinds !== undefined) where.push(sql`p.kind IN ${sql.in(f.kinds)}`)
+      if (!f.withHeartbeats && !(f.kinds?.includes("heartbeat") ?? false)) where.push(sql`p.kind <> 'heartbeat'`)
+      if (f.unreadOnly) {
+        where.push(sql`p.connection_id <> ${f.connectionId}`)
+        where.push(sql`r.post_id IS NULL`)
+      }
+      if (f.beforeSeq !== undefined) where.push(sql`p.channel_seq < ${f.beforeSeq}`)
+      return where
+    }
+    /** The plain unread inbox (no channel, kind, heartbeat, archive or seq asked for): most reads are it. */
+    const isPlainUnread = (f: PageFilter) =>
+      f.unreadOnly && f.channel === undefined && !f.withArchived && f.kinds === undefined && !f.withHeartbeats &&
+      f.beforeSeq === undefined
+    // its page as a fixed statement (Statements.ts), one per page size
     const unreadPages = new Map<number, (me: string, userId: string, after: number, meAgain: string) => Effect.Effect<ReadonlyArray<unknown>, SqlError>>()
     const unreadPage = (limit: number) => {
       let page = unreadPages.get(limit)
       if (page === undefined) {
         unreadPages.set(limit, page = fixed((me: string, userId: string, after: number, meAgain: string) =>
-          postsPage(me, unreadWhere(userId, after, meAgain), limit, false)))
+          postsPage(me, pageConditions({ userId, connectionId: meAgain, after, withArchived: false, withHeartbeats: false, unreadOnly: true }), limit, false)))
       }
       return page
     }
@@ -783,27 +806,19 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
         const after = Math.max(cursorPos, lwm, lwmPos)
         // the conversation without a cursor is its newest `limit` posts (in seq order); a cursor pages forward
         const newest = conversation && input.cursor === undefined
-        const filters = () => {
-          const where = [sql`p.user_id = ${userId}`, sql`p.pos > ${after}`]
-          if (channel !== undefined) {
-            where.push(sql`p.channel = ${channel}`)
-          } else if (!withArchived) {
-            where.push(sql`ch.archived_at IS NULL`)
-          }
-          if (kinds !== undefined) where.push(sql`p.kind IN ${sql.in(kinds)}`)
-          if (!withHeartbeats && !(kinds?.includes("heartbeat") ?? false)) where.push(sql`p.kind <> 'heartbeat'`)
-          if (unreadOnly) {
-            where.push(sql`p.connection_id <> ${me}`)
-            where.push(sql`r.post_id IS NULL`)
-          }
-          if (input.before_seq !== undefined) where.push(sql`p.channel_seq < ${input.before_seq}`)
-          return where
+        const filter: PageFilter = {
+          userId,
+          connectionId: me,
+          after,
+          channel,
+          withArchived,
+          kinds,
+          withHeartbeats,
+          unreadOnly,
+          beforeSeq: input.before_seq
         }
-        // (the plain unread inbox's filters are `unreadWhere`'s, the same conditions in the same order)
-        const plainUnread = unreadOnly && channel === undefined && !withArchived && kinds === undefined && !withHeartbeats &&
-          input.before_seq === undefined
         const rows = yield* decodePage(newest)(
-          plainUnread ? unreadPage(limit)(me, userId, after, me) : postsPage(me, filters(), limit, newest)
+          isPlainUnread(filter) ? unreadPage(limit)(me, userId, after, me) : postsPage(me, pageConditions(filter), limit, newest)
         )
 
         if (mark) {
