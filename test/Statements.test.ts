@@ -6,7 +6,7 @@ import { SqlClient } from "@effect/sql"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { SophiaTest } from "../src/layers/App.js"
-import { limitTo } from "../src/services/Statements.js"
+import { limitTo, rowsOf } from "../src/services/Statements.js"
 
 describe("limitTo", () => {
   it.effect("writes the LIMIT into the statement's text, never as a bound parameter (SQLite re-plans a bound LIMIT on every run)", () =>
@@ -30,4 +30,14 @@ describe("limitTo", () => {
         assert.throws(() => limitTo(sql, bad), RangeError)
       }
     }).pipe(Effect.provide(SophiaTest)))
+})
+
+describe("rowsOf", () => {
+  it("turns a perCount statement's flat parameters into insert rows, a row per columns.length values, in column order", () => {
+    assert.deepStrictEqual(rowsOf(["a", "b", "c"], ["x", 1, null, "y", 2, true]), [
+      { a: "x", b: 1, c: null },
+      { a: "y", b: 2, c: true }
+    ])
+    assert.deepStrictEqual(rowsOf(["a"], []), [])
+  })
 })

@@ -27,7 +27,7 @@ import { Auth } from "./Auth.js"
 import { forUpdate, serialize } from "./Dialect.js"
 import { Events } from "./Events.js"
 import { spanned } from "./Spans.js"
-import { limitTo, makeFixedStatements, perCount } from "./Statements.js"
+import { limitTo, makeFixedStatements, perCount, rowsOf } from "./Statements.js"
 import { Wakeups } from "./Wakeups.js"
 
 /**
@@ -573,15 +573,10 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
      * per count of channels up to a page's worth. The rows go in channel order (two readers of one
      * connection on two daemons lock them in the same order).
      */
-    const consumeInChannelsStatement = perCount(fixed, 5 * 64, (...flat) => {
-      const rows: Array<Record<string, unknown>> = []
-      for (let i = 0; i < flat.length; i += 5) {
-        rows.push({ user_id: flat[i], connection_id: flat[i + 1], channel: flat[i + 2], consumed: flat[i + 3], lwm_pos: flat[i + 4] })
-      }
-      return sql`INSERT INTO inbox_channel_state ${sql.insert(rows)}
+    const consumeInChannelsStatement = perCount(fixed, 5 * 64, (...flat) =>
+      sql`INSERT INTO inbox_channel_state ${sql.insert(rowsOf(["user_id", "connection_id", "channel", "consumed", "lwm_pos"], flat))}
         ON CONFLICT (user_id, connection_id, channel) DO UPDATE
-          SET consumed = inbox_channel_state.consumed + excluded.consumed`
-    })
+          SET consumed = inbox_channel_state.consumed + excluded.consumed`)
     const consumeInChannels = (userId: string, connectionId: string, counts: ReadonlyArray<readonly [string, number]>) => {
       if (counts.length === 0) return Effect.void
       if (counts.length === 1) return Effect.asVoid(consumeInChannel(userId, connectionId, counts[0][0], counts[0][1]))
@@ -631,13 +626,9 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
       })
 
     /** The read marks of a page, one row of 5 per post: fixed per count of posts up to the largest page (200). */
-    const insertReads = perCount<{ post_id: string }>(fixed, 5 * 200, (...flat) => {
-      const rows: Array<Record<string, unknown>> = []
-      for (let i = 0; i < flat.length; i += 5) {
-        rows.push({ user_id: flat[i], connection_id: flat[i + 1], pos: flat[i + 2], post_id: flat[i + 3], read_at: flat[i + 4] })
-      }
-      return sql`INSERT INTO reads ${sql.insert(rows)} ON CONFLICT DO NOTHING RETURNING post_id`
-    })
+    const insertReads = perCount<{ post_id: string }>(fixed, 5 * 200, (...flat) =>
+      sql`INSERT INTO reads ${sql.insert(rowsOf(["user_id", "connection_id", "pos", "post_id", "read_at"], flat))}
+        ON CONFLICT DO NOTHING RETURNING post_id`)
 
     /** Insert the read rows; per channel, how many visible posts this read really consumed and whether it is archived. */
     const consume = (caller: Caller, candidates: ReadonlyArray<DbPostRow>, now: string) =>
