@@ -2,34 +2,12 @@ import type { Statement } from "@effect/sql"
 import { SqlClient } from "@effect/sql"
 import type { Connection } from "@effect/sql/SqlConnection"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Context, Effect, Option } from "effect"
+import { Effect, Option } from "effect"
 
-/**
- * A connection the store offers for single statements outside a transaction without taking the write
- * permit (the SQLite layer's WAL reader, which routes writes to the writer under the permit). Optional:
- * a store that does not provide it still works, through the ordinary statement path.
- */
-export class DirectConnection extends Context.Tag("sophia/DirectConnection")<DirectConnection, Connection>() {}
+import { DirectConnection } from "./store/Statements.js"
 
-/**
- * What the store offers to tell whether anything was committed since a moment: `current()` returns a
- * number that is the same at two moments only if no transaction committed between them, on any
- * connection of any process (the SQLite layer: its writer's own commits, counted, plus `PRAGMA
- * data_version`, which moves on every other connection's commit). Synchronous and a few µs, so a reader
- * can keep what it derived from the store while nothing moved. Optional: Postgres has no cheap
- * equivalent and does not provide it; readers then read the store every time.
- */
-export class StoreVersion extends Context.Tag("sophia/StoreVersion")<StoreVersion, {
-  readonly current: () => number
-  /**
-   * The version as far as this process knows without asking the store: its own commits are counted, other
-   * connections' only as of the last `current()`. Never above `current()`, and free. A reader that finds
-   * `known()` already past what it kept need not call `current()` (right after its own write, where the
-   * store's check costs most: ~9 µs against 3–5 µs, measured); and `known()` is a safe stamp for what it
-   * reads next, since a commit it has not counted yet makes the next `current()` larger, never equal.
-   */
-  readonly known: () => number
-}>() {}
+/** Retiring: every statement becomes a named one (`store/Statements.ts`); this file goes once none is left. */
+export { DirectConnection, limitTo, StoreVersion } from "./store/Statements.js"
 
 type Param = string | number | bigint | boolean | null
 
@@ -125,17 +103,4 @@ export const rowsOf = (columns: ReadonlyArray<string>, flat: ReadonlyArray<Param
     rows.push(row)
   }
   return rows
-}
-
-/**
- * `LIMIT n` with `n` written into the statement's text, not bound. SQLite plans a statement with its
- * LIMIT's value in view, so binding a LIMIT parameter expires the plan and the statement is compiled again
- * on every run — measured on the inbox's statements: the page 24 µs a run with `LIMIT ?` against 1.4 µs with
- * `LIMIT 20` (empty page; 32 against 8.7 µs for 20 rows), the channel list 46 against 21 µs. Each value is a
- * statement text of its own, prepared once and kept. Only for a whole number the code vouches for (a
- * decoded, bounded input; a constant): anything else is a defect, never SQL text.
- */
-export const limitTo = (sql: SqlClient.SqlClient, n: number): Statement.Fragment => {
-  if (!Number.isSafeInteger(n) || n < 0) throw new RangeError(`LIMIT takes a whole number ≥ 0; got ${n}`)
-  return sql.literal(`LIMIT ${n}`)
 }
