@@ -24,6 +24,7 @@ const SERVICE_SUITE = [
   "test/LedgerContract.test.ts",
   "test/LedgerProperties.test.ts",
   "test/Migrations.test.ts",
+  "test/NamedStatements.test.ts",
   "test/Observed.test.ts",
   "test/Orient.test.ts",
   "test/Orphans.test.ts",

@@ -72,7 +72,7 @@ const compileNamed = (name: string, statement: Statement.Statement<unknown>, pla
         used.add(value)
         return accessor
       }
-      if (value.includes(MARK)) failBuild(name, `value ${i + 1} is computed from a parameter; bind the parameter itself`)
+      if (value.toLowerCase().includes(MARK)) failBuild(name, `value ${i + 1} is computed from a parameter; bind the parameter itself`)
     }
     if (typeof value === "number" && Number.isNaN(value)) failBuild(name, `value ${i + 1} is NaN (computed from a parameter?)`)
     return () => value
