@@ -224,6 +224,41 @@ describe("Waits", () => {
       assert.strictEqual(missing.error.code, "not_found")
     }).pipe(Effect.provide(SophiaTest)))
 
+  it.effect("flags, countOpen, openCountsByWaiter: the caller's open and undelivered waits, the user's open ones in all and per waiter", () =>
+    Effect.gen(function*() {
+      const waits = yield* Waits
+      const { a, b, c } = yield* fleet
+      const { caller: mallory } = yield* connect("mallory", "full", "eve")
+      assert.deepStrictEqual(yield* waits.flags(a), { open: false, undelivered: false })
+      assert.strictEqual(yield* waits.countOpen(a.userId), 0)
+      assert.deepStrictEqual([...(yield* waits.openCountsByWaiter(a.userId))], [])
+      const w1 = yield* declare(a, { on: "bob", predicate: { type: "post_exists", channel: "arc:f1" }, reason: "r" })
+      yield* declare(a, { on: "carol", predicate: { type: "post_exists", channel: "arc:f2" }, reason: "r" })
+      yield* declare(c, { on: "bob", predicate: { type: "post_exists", channel: "arc:f3" }, reason: "r" })
+      assert.deepStrictEqual(yield* waits.flags(a), { open: true, undelivered: false })
+      assert.deepStrictEqual(yield* waits.flags(b), { open: false, undelivered: false })
+      assert.strictEqual(yield* waits.countOpen(a.userId), 3)
+      assert.deepStrictEqual(
+        new Map(yield* waits.openCountsByWaiter(a.userId)),
+        new Map([[a.connectionId, 2], [c.connectionId, 1]])
+      )
+      // another user's count is its own
+      assert.strictEqual(yield* waits.countOpen(mallory.userId), 0)
+      // bob answers a's first wait: resolved, not yet delivered; one open wait left
+      yield* postTo(b, "arc:f1")
+      assert.strictEqual((yield* waitStatus(w1.wait_id)).status, "satisfied")
+      assert.deepStrictEqual(yield* waits.flags(a), { open: true, undelivered: true })
+      assert.strictEqual(yield* waits.countOpen(a.userId), 2)
+      assert.deepStrictEqual(
+        new Map(yield* waits.openCountsByWaiter(a.userId)),
+        new Map([[a.connectionId, 1], [c.connectionId, 1]])
+      )
+      // the flags only read: delivery is the response's (orient's envelope)
+      assert.deepStrictEqual(yield* waits.flags(a), { open: true, undelivered: true })
+      yield* call(a, "sophia.orient")
+      assert.deepStrictEqual(yield* waits.flags(a), { open: true, undelivered: false })
+    }).pipe(Effect.provide(SophiaTest)))
+
   it.effect("cross-user isolation: no waiting on, seeing or satisfying another user's connections", () =>
     Effect.gen(function*() {
       const { a } = yield* fleet

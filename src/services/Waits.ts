@@ -19,6 +19,7 @@ import { Events } from "./Events.js"
 import { Ledger } from "./Ledger.js"
 import { spanned } from "./Spans.js"
 import { makeFixedStatements } from "./Statements.js"
+import { makeStatements } from "./store/Statements.js"
 import { DbInt } from "../domain/Time.js"
 
 /**
@@ -139,6 +140,7 @@ export class Waits extends Effect.Service<Waits>()("sophia/Waits", {
     const events = yield* Events
     const ledger = yield* Ledger
     const fixed = yield* makeFixedStatements
+    const { named, namedValues } = yield* makeStatements
     const config = yield* Effect.orDie(Config.all({
       defaultS: Config.number("SOPHIA_WAIT_DEFAULT_S").pipe(Config.withDefault(600)),
       ceilingS: Config.number("SOPHIA_WAIT_CEILING_S").pipe(Config.withDefault(3600)),
@@ -555,6 +557,53 @@ export class Waits extends Effect.Service<Waits>()("sophia/Waits", {
     /** How many open waits the user has, as one SQL expression (for a caller's combined probe: `Orient`). */
     const countOpenExpr = (userId: string) => sql`(SELECT COUNT(*) FROM waits WHERE user_id = ${userId} AND status = 'open')`
 
-    return { declare, cancel, sweep, signals, signalsAfter, openExpr, undeliveredExpr, graph, countOpenExpr, countOrphaned, onPostLanded, onConnectionRevoked } as const
+    /**
+     * The caller's two flags (an open wait, a resolution not yet delivered): one statement over the partial
+     * indexes `waits_open_waiter` and `waits_undelivered`. Runs on every response of every tool (the
+     * envelope): untraced.
+     */
+    const flagsOf = named("Waits.flags", (p: { waiter: string }) =>
+      sql`SELECT EXISTS (SELECT 1 FROM waits WHERE waiter_connection_id = ${p.waiter} AND status = 'open') AS open,
+        EXISTS (SELECT 1 FROM waits WHERE waiter_connection_id = ${p.waiter} AND status <> 'open' AND delivered_at IS NULL) AS undelivered`)
+    const flags = (caller: Caller): Effect.Effect<SignalFlags> =>
+      flagsOf({ waiter: caller.connectionId }).pipe(
+        Effect.flatMap(decodeFlags),
+        Effect.map(([f]) => f),
+        Effect.orDie
+      )
+
+    const countOpenOf = namedValues("Waits.countOpen", (p: { userId: string }) =>
+      sql`SELECT COUNT(*) FROM waits WHERE user_id = ${p.userId} AND status = 'open'`)
+    /** How many open waits the user has. */
+    const countOpen = spanned("Waits.countOpen", (userId: string): Effect.Effect<number> =>
+      countOpenOf({ userId }).pipe(Effect.map((rows) => Number(rows[0][0])), Effect.orDie))
+
+    const openByWaiter = namedValues("Waits.openCountsByWaiter", (p: { userId: string }) =>
+      sql`SELECT waiter_connection_id, COUNT(*) FROM waits WHERE user_id = ${p.userId} AND status = 'open'
+        GROUP BY waiter_connection_id`)
+    /** The user's open waits per waiting connection (a connection with none is absent). */
+    const openCountsByWaiter = spanned("Waits.openCountsByWaiter", (userId: string): Effect.Effect<ReadonlyMap<string, number>> =>
+      openByWaiter({ userId }).pipe(
+        Effect.map((rows) => new Map(rows.map(([waiter, n]) => [String(waiter), Number(n)]))),
+        Effect.orDie
+      ))
+
+    return {
+      declare,
+      cancel,
+      sweep,
+      signals,
+      signalsAfter,
+      flags,
+      countOpen,
+      openCountsByWaiter,
+      openExpr,
+      undeliveredExpr,
+      graph,
+      countOpenExpr,
+      countOrphaned,
+      onPostLanded,
+      onConnectionRevoked
+    } as const
   })
 }) {}
