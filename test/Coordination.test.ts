@@ -554,3 +554,51 @@ describe("Coordination: counters stay exact", () => {
       }).pipe(Effect.provide(SophiaTest)))
   }
 })
+
+describe("Coordination: what the read model asks (totals, unreadOf)", () => {
+  const totals = (userId: string) => Effect.flatMap(Coordination, (c) => c.totals(userId))
+  const unreadOf = (userId: string, ids: ReadonlyArray<string>) => Effect.flatMap(Coordination, (c) => c.unreadOf(userId, ids))
+
+  it.effect("totals: the user's posts (heartbeats and archived channels too) and channels; zero for a user with none", () =>
+    Effect.gen(function*() {
+      const { caller: worker } = yield* connect("worker")
+      assert.deepStrictEqual(yield* totals(worker.userId), { posts: 0, channels: 0 })
+      yield* say(worker, "arc:task", "progress")
+      yield* say(worker, "other", "one")
+      yield* say(worker, "other", "two")
+      yield* say(worker, "beacon", "alive", "heartbeat")
+      yield* post(worker, { channel: "arc:task", kind: "closeout", body: "done", closeout: { review_requested: false } })
+      assert.deepStrictEqual(yield* totals(worker.userId), { posts: 5, channels: 3 })
+      const { caller: stranger } = yield* connect("stranger", "full", "someone-else")
+      assert.deepStrictEqual(yield* totals(stranger.userId), { posts: 0, channels: 0 })
+    }).pipe(Effect.provide(SophiaTest)))
+
+  it.effect("unreadOf: every listed connection's unreadCount in one call, including ones that never read or posted", () =>
+    Effect.gen(function*() {
+      const { caller: a } = yield* connect("a")
+      const { caller: b } = yield* connect("b")
+      const { caller: c } = yield* connect("c")
+      const { caller: d } = yield* connect("d")
+      const ids = [a.connectionId, b.connectionId, c.connectionId, d.connectionId]
+      const agree = Effect.gen(function*() {
+        const got = yield* unreadOf(a.userId, ids)
+        assert.deepStrictEqual([...got.keys()], ids)
+        for (const who of [a, b, c, d]) assert.strictEqual(got.get(who.connectionId), yield* unread(who), who.name)
+        return got
+      })
+      const before = yield* agree
+      assert.deepStrictEqual([...before.values()], [0, 0, 0, 0])
+      yield* say(a, "x", "1")
+      yield* say(a, "x", "2")
+      yield* say(b, "y", "3")
+      yield* say(a, "beacon", "alive", "heartbeat")
+      yield* inbox(c, { limit: 1 })
+      const after = yield* agree
+      assert.deepStrictEqual([...after.values()], [1, 2, 2, 3])
+      // archived channels leave every count, as they leave unreadCount
+      yield* post(b, { channel: "arc:z", kind: "status", body: "4" })
+      yield* post(b, { channel: "arc:z", kind: "closeout", body: "5", closeout: { review_requested: false } })
+      yield* agree
+      assert.strictEqual((yield* unreadOf(a.userId, [])).size, 0)
+    }).pipe(Effect.provide(SophiaTest)))
+})

@@ -28,6 +28,7 @@ import { forUpdate, serialize } from "./Dialect.js"
 import { Events } from "./Events.js"
 import { spanned } from "./Spans.js"
 import { limitTo, makeFixedStatements, perCount, rowsOf } from "./Statements.js"
+import { makeStatements } from "./store/Statements.js"
 import { Wakeups } from "./Wakeups.js"
 
 /**
@@ -911,6 +912,51 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
     /** How many channels the user has, as one SQL expression. */
     const channelsCountExpr = (userId: string) => sql`(SELECT COUNT(*) FROM channel_counters WHERE user_id = ${userId})`
 
+    const { shaped, named } = yield* makeStatements
+    const decodeTotals = Schema.decodeUnknown(Schema.Tuple(Schema.Struct({ posts: DbInt, channels: DbInt })))
+    const totalsOf = named("Coordination.totals", (p: { userId: string }) =>
+      sql`SELECT (SELECT COALESCE(MAX(last_pos), 0) FROM post_counters WHERE user_id = ${p.userId}) AS posts,
+        (SELECT COUNT(*) FROM channel_counters WHERE user_id = ${p.userId}) AS channels`)
+    /** How many posts and channels the user has (for `orient`), in one statement. */
+    const totals = spanned("Coordination.totals", (userId: string): Effect.Effect<{ readonly posts: number; readonly channels: number }> =>
+      totalsOf({ userId }).pipe(
+        Effect.flatMap(decodeTotals),
+        Effect.map(([{ channels, posts }]) => ({ posts, channels })),
+        Effect.catchTag("SqlError", "ParseError", Effect.die)
+      ))
+
+    const decodeConsumed = Schema.decodeUnknown(Schema.NonEmptyArray(Schema.Struct({
+      visible: DbInt,
+      connection_id: Schema.NullOr(Schema.String),
+      consumed: Schema.NullOr(DbInt)
+    })))
+    // the user's visible count on one row, left-joined to the listed connections' consumed counts: at least
+    // one row even when no listed connection has read or posted anything yet
+    const consumedOf = shaped("Coordination.unreadOf", 1000, (p: { userId: string; ids: ReadonlyArray<string> }) =>
+      sql`SELECT pc.visible, s.connection_id, s.consumed
+        FROM (SELECT COALESCE((SELECT visible FROM post_counters WHERE user_id = ${p.userId}), 0) AS visible) pc
+        LEFT JOIN inbox_state s ON s.user_id = ${p.userId} AND ${sql.in("s.connection_id", p.ids)}`)
+    /**
+     * Every listed connection's global unread count (as `unreadCount`: the user's visible posts minus those
+     * the connection consumed) in one statement: the portal's fleet view, instead of one count per connection.
+     */
+    const unreadOf = spanned(
+      "Coordination.unreadOf",
+      (userId: string, connectionIds: ReadonlyArray<string>): Effect.Effect<ReadonlyMap<string, number>> =>
+        connectionIds.length === 0
+          ? Effect.succeed(new Map())
+          : consumedOf({ userId, ids: [...new Set(connectionIds)] }).pipe(
+            Effect.flatMap(decodeConsumed),
+            Effect.map((rows) => {
+              const visible = rows[0].visible
+              const consumed = new Map<string, number>()
+              for (const r of rows) if (r.connection_id !== null) consumed.set(r.connection_id, r.consumed ?? 0)
+              return new Map(connectionIds.map((id) => [id, visible - (consumed.get(id) ?? 0)]))
+            }),
+            Effect.catchTag("SqlError", "ParseError", Effect.die)
+          )
+    )
+
     const lastSeqRow = SqlSchema.findOne({
       Request: Schema.Struct({ userId: Schema.String, channel: Schema.String }),
       Result: Schema.Struct({ last_seq: DbInt }),
@@ -978,7 +1024,7 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
         )
 
     const { searchPosts, indexPosts, postsIndexedInBatches } = yield* makePostSearch
-    return { post, beacon, inbox, wouldReturn, watchUnread, searchPosts, indexPosts, postsIndexedInBatches, unreadCount, unreadExpr, postsCountExpr, channelsCountExpr, lastSeq, firstPost, postIdsOf, holdChannel } as const
+    return { post, beacon, inbox, wouldReturn, watchUnread, searchPosts, indexPosts, postsIndexedInBatches, unreadCount, unreadOf, totals, unreadExpr, postsCountExpr, channelsCountExpr, lastSeq, firstPost, postIdsOf, holdChannel } as const
   })
 }) {}
 
