@@ -79,6 +79,7 @@ const makeRecordingLedger = (calls: Array<string>) =>
           calls.push(`claimedBy ${connectionId}`)
           return [{ work_id: "fake-item", title: "from the fake", status: "open", head: "f".repeat(64), seq: 3 }]
         }),
+      claimedByConnections: () => Effect.succeed(new Map()),
       listWork: () => Effect.succeed([]),
       orphanedWork: () => Effect.succeed([]),
       observesPost: () => true,

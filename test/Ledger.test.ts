@@ -399,6 +399,30 @@ describe("Ledger", () => {
       assert.isTrue((yield* ledger.verify()).ok)
     }).pipe(Effect.provide(SophiaTest)))
 
+  it.effect("claimedByConnections: every open claimed item of the user, by claimant, as claimedBy gives each", () =>
+    Effect.gen(function*() {
+      const ledger = yield* Ledger
+      const { caller: a } = yield* connect("a", "full", "owner")
+      const { caller: b } = yield* connect("b", "full", "owner")
+      const { caller: c } = yield* connect("c", "full", "owner")
+      const { caller: other } = yield* connect("other", "full", "someone-else")
+      const claim = (caller: Caller, workId: string, more: ReadonlyArray<any> = []) =>
+        ledger.append(caller, { work_id: workId, expected_head: null, events: [{ type: "opened", title: workId }, { type: "claimed" }, ...more] })
+      for (const id of ["a1", "a2", "a3"]) yield* claim(a, id)
+      yield* claim(b, "b1")
+      yield* claim(c, "c-closed", [{ type: "closed", resolution: "done" }])
+      yield* claim(other, "o1")
+      yield* open(ledger, a, "unclaimed")
+      const byClaimant = yield* ledger.claimedByConnections(a.userId)
+      assert.deepStrictEqual([...byClaimant.keys()].sort(), [a.connectionId, b.connectionId].sort())
+      for (const caller of [a, b]) {
+        assert.deepStrictEqual(byClaimant.get(caller.connectionId), yield* ledger.claimedBy(a.userId, caller.connectionId))
+      }
+      assert.deepStrictEqual(byClaimant.get(a.connectionId)!.map((w) => w.work_id).sort(), ["a1", "a2", "a3"])
+      assert.deepStrictEqual(byClaimant.get(b.connectionId)!.map((w) => [w.work_id, w.status, w.seq]), [["b1", "open", 2]])
+      assert.strictEqual((yield* ledger.claimedByConnections("nobody")).size, 0)
+    }).pipe(Effect.provide(SophiaTest)))
+
   it.effect("log pages newest first with hashes and takes the shared compact/fields projection", () =>
     Effect.gen(function*() {
       const ledger = yield* Ledger

@@ -46,6 +46,7 @@ import { Auth } from "./Auth.js"
 import { Events } from "./Events.js"
 import { spanned } from "./Spans.js"
 import { limitTo, makeFixedStatements } from "./Statements.js"
+import { makeStatements } from "./store/Statements.js"
 
 // ---------------------------------------------------------------------------------------------------
 // Rows, decoded
@@ -173,6 +174,7 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
     const auth = yield* Auth
     const events = yield* Events
     const fixed = yield* makeFixedStatements
+    const { named } = yield* makeStatements
     const silentAfterS = yield* Effect.orDie(silentAfterSConfig)
 
     const selectWork = fixed((userId: string, workId: string) =>
@@ -879,7 +881,7 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
     const claimedRows = fixed((userId: string, connectionId: string) =>
       sql`SELECT work_id, title, status, head, seq FROM ledger_work
         WHERE user_id = ${userId} AND claimant = ${connectionId} AND status <> 'closed'
-        ORDER BY updated_at DESC LIMIT 50`)
+        ORDER BY updated_at DESC, work_id LIMIT 50`)
     const decodeClaimed = Schema.decodeUnknown(Schema.Array(Schema.Struct({
       work_id: Schema.String,
       title: Schema.String,
@@ -890,6 +892,33 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
     /** The open work items a connection holds the claim on (newest first, at most 50). */
     const claimedBy = (userId: string, connectionId: string): Effect.Effect<ReadonlyArray<WorkSummary>> =>
       claimedRows(userId, connectionId).pipe(Effect.flatMap(decodeClaimed), Effect.orDie)
+
+    // every claimant's newest 50, as `claimedRows` reads them for one (ties in updated_at broken by work_id in both)
+    const claimedByAll = named("Ledger.claimedByConnections", (p: { userId: string }) =>
+      sql`SELECT claimant, work_id, title, status, head, seq FROM (
+          SELECT claimant, work_id, title, status, head, seq, updated_at,
+            ROW_NUMBER() OVER (PARTITION BY claimant ORDER BY updated_at DESC, work_id) AS nth
+          FROM ledger_work WHERE user_id = ${p.userId} AND claimant IS NOT NULL AND status <> 'closed') c
+        WHERE nth <= 50 ORDER BY claimant, updated_at DESC, work_id`)
+    const decodeClaimedByAll = Schema.decodeUnknown(Schema.Array(Schema.Struct({
+      claimant: Schema.String,
+      work_id: Schema.String,
+      title: Schema.String,
+      status: Schema.String,
+      head: Schema.String,
+      seq: DbInt
+    })))
+    /** Every open item a connection of the user holds the claim on, by claimant: `claimedBy` of each, in one statement. */
+    const claimedByConnections = spanned("Ledger.claimedByConnections", Effect.fnUntraced(function*(userId: string) {
+      const rows = yield* Effect.flatMap(claimedByAll({ userId }), decodeClaimedByAll)
+      const byClaimant = new Map<string, Array<WorkSummary>>()
+      for (const { claimant, ...item } of rows) {
+        const items = byClaimant.get(claimant)
+        if (items === undefined) byClaimant.set(claimant, [item])
+        else items.push(item)
+      }
+      return byClaimant as ReadonlyMap<string, ReadonlyArray<WorkSummary>>
+    }, Effect.catchTag("SqlError", "ParseError", Effect.die)))
 
     const listRows = SqlSchema.findAll({
       Request: Schema.Struct({ userId: Schema.String, limit: Schema.Number }),
@@ -987,6 +1016,7 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
       state,
       countWork,
       claimedBy,
+      claimedByConnections,
       listWork,
       orphanedWork,
       observesPost,
