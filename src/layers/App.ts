@@ -1,11 +1,6 @@
-import { SqlClient } from "@effect/sql"
-import { Config, Duration, Effect, Layer, Option, Queue, Schema } from "effect"
-import type { Caller } from "../domain/Auth.js"
-import type { EnvelopeFields } from "../domain/Envelope.js"
+import type { SqlClient } from "@effect/sql"
+import { Config, Duration, Effect, Layer, Queue } from "effect"
 import type { DomainEvent } from "../domain/Events.js"
-import { DbInt } from "../domain/Time.js"
-import { SqlBoolean } from "../domain/Waits.js"
-import { makeFixedStatements, StoreVersion } from "../services/Statements.js"
 import { Dispatcher } from "../mcp/Dispatch.js"
 import { Envelope } from "../mcp/Envelope.js"
 import * as Http from "../mcp/Http.js"
@@ -27,6 +22,7 @@ import { Catalog } from "../mcp/Catalog.js"
 import { Ledger } from "../services/Ledger.js"
 import { SandboxLive, SandboxWarmUp } from "../services/Sandbox.js"
 import { Orient } from "../services/Orient.js"
+import { ReadModel } from "../services/readmodel/ReadModel.js"
 import { Portal } from "../services/Portal.js"
 import { PortalRoutesLive } from "../mcp/portal/Routes.js"
 import { Search } from "../services/Search.js"
@@ -141,23 +137,28 @@ export const SearchIndexFeed = Layer.scopedDiscard(Effect.gen(function*() {
 }))
 
 /** The store-facing services below the ledger (each provided the ones it asks). */
-const CoreServices = Layer.mergeAll(Coordination.Default, Approvals.Default, Portal.Default).pipe(
-  Layer.provideMerge(Auth.Default),
-  Layer.provideMerge(Layer.merge(Events.Default, Wakeups.Default))
-)
+/** The store-facing services below the ledger (each provided the ones it asks); `coordination` as `makeServices` says. */
+const coreServices = <E, R>(coordination: Layer.Layer<Coordination, E, R>) =>
+  Layer.mergeAll(coordination, Approvals.Default, Portal.Default).pipe(
+    Layer.provideMerge(Auth.Default),
+    Layer.provideMerge(Layer.merge(Events.Default, Wakeups.Default))
+  )
 
 /**
- * Every service and the event wiring, over whatever `SqlClient` is provided. `ledger` swaps the Ledger
- * implementation (tests prove the others work against a fake).
+ * Every service and the event wiring, over whatever `SqlClient` is provided. `ledger` and `coordination`
+ * swap those implementations (tests prove the others work against fakes that keep no table).
  */
-export const makeServices = <E = never, R = never>(
-  ledger: Layer.Layer<Ledger, E, R | Auth | Events | SqlClient.SqlClient> = Ledger.Default
+export const makeServices = <E = never, R = never, E2 = never, R2 = never>(
+  ledger: Layer.Layer<Ledger, E, R | Auth | Events | SqlClient.SqlClient> = Ledger.Default,
+  coordination: Layer.Layer<Coordination, E2, R2 | Auth | Events | Wakeups | SqlClient.SqlClient> = Coordination.Default
 ) =>
   Layer.mergeAll(EventWiring, WakeupFeed, SearchIndexFeed).pipe(
     Layer.provideMerge(Layer.merge(Orient.Default, Search.Default)),
+    // the reads that span several services (the envelope, orient's counts, the portal's fleet)
+    Layer.provideMerge(ReadModel.Default),
     // the wait graph asks the ledger for the claims half of its orphans
     Layer.provideMerge(Layer.mergeAll(Waits.Default, Knowledge.Default, Catalog.Default).pipe(Layer.provideMerge(ledger))),
-    Layer.provideMerge(CoreServices),
+    Layer.provideMerge(coreServices(coordination)),
     // execute_code's pool: no child process until the first run (SandboxWarmUp pre-spawns in the daemon)
     Layer.merge(SandboxLive)
   )
@@ -178,75 +179,8 @@ export const allToolSets = [
 ] as const
 export const RegistryLive = ToolRegistry.fromToolSets<Layer.Layer.Success<typeof ServicesLive>>(...allToolSets)
 
-/**
- * The envelope every response carries: `_inbox_unread`, and — only while there is something to say —
- * `_blocking` (the caller's open waits) and `_wait_resolved` (once per resolution). One fixed statement
- * per response reads the unread count and the waits' two flags together, each an expression its owning
- * service wrote over its own tables (`Coordination.unreadExpr`, `Waits.openExpr` / `undeliveredExpr`);
- * only a caller with an open or an undelivered wait costs more (`Waits.signalsAfter`).
- */
-const EnvelopeProbe = Schema.Tuple(Schema.Struct({ n: DbInt, open: SqlBoolean, undelivered: SqlBoolean }))
-const decodeEnvelopeProbe = Schema.decodeUnknown(EnvelopeProbe)
-export const EnvelopeLive = Layer.effect(
-  Envelope,
-  Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    const coordination = yield* Coordination
-    const waits = yield* Waits
-    const fixed = yield* makeFixedStatements
-    const probe = fixed((userId: string, sameUserId: string, connectionId: string, waiter: string, sameWaiter: string) =>
-      sql`SELECT ${coordination.unreadExpr(userId, sameUserId, connectionId)} AS n,
-        ${waits.openExpr(waiter)} AS open, ${waits.undeliveredExpr(sameWaiter)} AS undelivered`)
-    const read = (caller: Caller, deliver: boolean) =>
-      probe(caller.userId, caller.userId, caller.connectionId, caller.connectionId, caller.connectionId).pipe(
-        Effect.flatMap(decodeEnvelopeProbe),
-        Effect.flatMap(([row]): Effect.Effect<EnvelopeFields & { readonly quiet: boolean }> =>
-          !row.open && !row.undelivered
-            ? Effect.succeed({ _inbox_unread: row.n, quiet: true })
-            : Effect.map(waits.signalsAfter(caller, row, deliver), (signals) => ({
-              _inbox_unread: row.n,
-              ...(signals.blocking.length > 0 ? { _blocking: signals.blocking } : {}),
-              ...(signals.resolved.length > 0 ? { _wait_resolved: signals.resolved } : {}),
-              quiet: false
-            }))
-        ),
-        Effect.orDie
-      )
-    const version = yield* Effect.serviceOption(StoreVersion)
-    if (Option.isNone(version)) {
-      return { fields: (caller, options) => Effect.map(read(caller, options?.deliver ?? true), ({ quiet: _, ...fields }) => fields) }
-    }
-    // A caller with no open and no undelivered wait gets `{ _inbox_unread }` only: kept per connection with
-    // the store's version it was read at, and answered again while nothing was committed anywhere (an agent
-    // polling a quiet store pays no statement). The version is taken before the probe, so a commit racing
-    // the probe leaves an entry that is already stale. Callers with waits are read every time.
-    // The store's own check (`current`) is paid only when the entry may still hold: after a commit of this
-    // process (the caller's own write, usually) `known` has already moved past it, and is the stamp.
-    const { current, known } = version.value
-    const quiet = new Map<string, { readonly version: number; readonly userId: string; readonly unread: number }>()
-    const QUIET_MAX = 10_000
-    return {
-      fields: (caller, options) =>
-        Effect.suspend(() => {
-          const kept = quiet.get(caller.connectionId)
-          let at = known()
-          if (kept !== undefined && kept.version === at) {
-            at = current()
-            if (kept.version === at && kept.userId === caller.userId) return Effect.succeed({ _inbox_unread: kept.unread })
-          }
-          return Effect.map(read(caller, options?.deliver ?? true), ({ quiet: isQuiet, ...fields }) => {
-            if (isQuiet) {
-              if (quiet.size >= QUIET_MAX) quiet.clear()
-              quiet.set(caller.connectionId, { version: at, userId: caller.userId, unread: fields._inbox_unread })
-            } else {
-              quiet.delete(caller.connectionId)
-            }
-            return fields
-          })
-        })
-    }
-  })
-)
+/** The envelope every response carries, as the read model composes it (`services/readmodel/Envelope.ts`). */
+export const EnvelopeLive = Layer.effect(Envelope, Effect.map(ReadModel, (readModel) => ({ fields: readModel.envelope })))
 
 /**
  * Services + registry + dispatcher over a store. `registry` swaps the tool surface (tests register
