@@ -1,4 +1,5 @@
 import { Schema } from "effect"
+import { connectionShort } from "./Auth.js"
 import { OrphanedWork, OrphanReason } from "./Orphans.js"
 import { ChannelName, PostKind } from "./Coordination.js"
 import { BlockingItem, WaitResolution } from "./Envelope.js"
@@ -80,6 +81,13 @@ export const CancelWaitResult = Schema.Struct({ wait_id: Schema.String, status: 
 
 export const ConnectionRef = BlockingItem.fields.on
 export type ConnectionRef = typeof ConnectionRef.Type
+
+/** A connection as a wait names it: its id, short id and name (joined live by the caller). */
+export const connectionRef = (connectionId: string, name: string): ConnectionRef => ({
+  connection_id: connectionId,
+  connection_short: connectionShort(connectionId),
+  agent_name: name
+})
 
 export const WaitEdge = Schema.Struct({
   wait_id: Schema.String,

@@ -1,0 +1,128 @@
+import { SqlClient } from "@effect/sql"
+import { Clock, Effect, Schema } from "effect"
+import type { Caller, ConnectionInfo } from "../../domain/Auth.js"
+import { connectionShort } from "../../domain/Auth.js"
+import { orphanOf, silentAfterSConfig } from "../../domain/Orphans.js"
+import type { WaitEdge, WaitGraphResult } from "../../domain/Waits.js"
+import { connectionRef } from "../../domain/Waits.js"
+import { Auth } from "../Auth.js"
+import { Ledger } from "../Ledger.js"
+import { spanned } from "../Spans.js"
+import { makeStatements } from "../store/Statements.js"
+import { findCycles } from "./Cycles.js"
+
+/**
+ * The user's wait graph as a whole: who is blocked on whom, its cycles, the waits nobody will answer
+ * (orphaned: their awaited connection revoked or silent), and its counts (open waits in all and per
+ * waiter, orphaned waits) for the read model and the portal.
+ */
+
+const JsonObject = Schema.parseJson(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
+
+const EdgeRow = Schema.Struct({
+  id: Schema.String,
+  waiter_connection_id: Schema.String,
+  on_connection_id: Schema.String,
+  predicate: JsonObject,
+  reason: Schema.String,
+  expires_at: Schema.String,
+  created_at: Schema.String
+})
+const decodeEdges = Schema.decodeUnknown(Schema.Array(EdgeRow))
+const decodeTargets = Schema.decodeUnknown(Schema.Array(Schema.Struct({ on_connection_id: Schema.String, created_at: Schema.String })))
+
+export const makeGraph = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const auth = yield* Auth
+  const ledger = yield* Ledger
+  const { named, namedValues } = yield* makeStatements
+  const silentAfterS = yield* Effect.orDie(silentAfterSConfig)
+
+  /** Why an open wait will never be answered (its awaited connection revoked or silent), or undefined. */
+  const orphanedWait = (
+    wait: { readonly on_connection_id: string; readonly created_at: string },
+    connections: ReadonlyMap<string, ConnectionInfo>,
+    now: number
+  ) => {
+    const awaited = connections.get(wait.on_connection_id)
+    // a connection never seen is silent since the wait was declared
+    return orphanOf(awaited && { ...awaited, created_at: awaited.last_seen_at ?? wait.created_at }, now, silentAfterS)
+  }
+
+  const openEdges = named("Waits.graphEdges", (p: { userId: string }) =>
+    sql`SELECT id, waiter_connection_id, on_connection_id, predicate, reason, expires_at, created_at
+      FROM waits WHERE user_id = ${p.userId} AND status = 'open'
+      ORDER BY created_at, id`)
+
+  /** Who is blocked on whom across the caller's user, with cycles and the waits and work nobody will answer. */
+  const graph = spanned("Waits.graph", Effect.fnUntraced(function*(caller: Caller) {
+    const rows = yield* Effect.flatMap(openEdges({ userId: caller.userId }), decodeEdges)
+    const now = yield* Clock.currentTimeMillis
+    const connections = yield* auth.connections(rows.flatMap((r) => [r.waiter_connection_id, r.on_connection_id]))
+    const nameOf = (id: string) => connections.get(id)?.name ?? connectionShort(id)
+    const ref = (id: string) => connectionRef(id, nameOf(id))
+    const edges: Array<WaitEdge> = rows.map((r) => ({
+      wait_id: r.id,
+      waiter: ref(r.waiter_connection_id),
+      on: ref(r.on_connection_id),
+      predicate: r.predicate,
+      reason: r.reason,
+      expires_at: r.expires_at
+    }))
+    const cycles = findCycles(rows.map((r) => [r.waiter_connection_id, r.on_connection_id] as const)).map((cycle) =>
+      [...cycle, cycle[0]].map(ref)
+    )
+    const orphaned = rows.flatMap((r): Array<WaitGraphResult["orphaned"]["waits"][number]> => {
+      const gone = orphanedWait(r, connections, now)
+      return gone === undefined ? [] : [{
+        wait_id: r.id,
+        connection_id: r.on_connection_id,
+        on: ref(r.on_connection_id),
+        reason: gone.reason,
+        why: gone.reason,
+        since: gone.since
+      }]
+    })
+    const result: WaitGraphResult = {
+      edges,
+      cycles,
+      orphaned: { waits: orphaned, work: yield* ledger.orphanedWork(caller.userId), silent_after_s: silentAfterS }
+    }
+    return result
+  }, Effect.catchTag("SqlError", "ParseError", Effect.die)))
+
+  /**
+   * How many open waits of the user nobody will answer (the count `wait_graph` lists as orphaned), without
+   * building the graph: only who each wait is on and since when.
+   */
+  const openTargets = named("Waits.openTargets", (p: { userId: string }) =>
+    sql`SELECT on_connection_id, created_at FROM waits WHERE user_id = ${p.userId} AND status = 'open'`)
+  const countOrphaned = spanned("Waits.countOrphaned", Effect.fnUntraced(function*(caller: Caller) {
+    const rows = yield* Effect.flatMap(openTargets({ userId: caller.userId }), decodeTargets)
+    if (rows.length === 0) return 0
+    const connections = yield* auth.connections(rows.map((r) => r.on_connection_id))
+    const now = yield* Clock.currentTimeMillis
+    return rows.filter((r) => orphanedWait(r, connections, now) !== undefined).length
+  }, Effect.catchTag("SqlError", "ParseError", Effect.die)))
+
+  const countOpenOf = namedValues("Waits.countOpen", (p: { userId: string }) =>
+    sql`SELECT COUNT(*) FROM waits WHERE user_id = ${p.userId} AND status = 'open'`)
+  /** How many open waits the user has. */
+  const countOpen = spanned("Waits.countOpen", (userId: string): Effect.Effect<number> =>
+    countOpenOf({ userId }).pipe(
+      Effect.map((rows) => Number(rows[0][0])),
+      Effect.catchTag("SqlError", Effect.die)
+    ))
+
+  const openByWaiter = namedValues("Waits.openCountsByWaiter", (p: { userId: string }) =>
+    sql`SELECT waiter_connection_id, COUNT(*) FROM waits WHERE user_id = ${p.userId} AND status = 'open'
+      GROUP BY waiter_connection_id`)
+  /** The user's open waits per waiting connection (a connection with none is absent): the portal's fleet. */
+  const openCountsByWaiter = spanned("Waits.openCountsByWaiter", (userId: string): Effect.Effect<ReadonlyMap<string, number>> =>
+    openByWaiter({ userId }).pipe(
+      Effect.map((rows) => new Map(rows.map(([waiter, n]) => [String(waiter), Number(n)]))),
+      Effect.catchTag("SqlError", Effect.die)
+    ))
+
+  return { graph, countOrphaned, countOpen, openCountsByWaiter } as const
+})
