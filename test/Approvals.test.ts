@@ -1,6 +1,6 @@
 import { SqlClient } from "@effect/sql"
 import { assert, describe, it } from "@effect/vitest"
-import { ConfigProvider, Effect, Fiber, Layer, Schema } from "effect"
+import { ConfigProvider, Effect, Fiber, Layer, Queue, Schema } from "effect"
 import { argsHash } from "../src/domain/Approvals.js"
 import type { Caller } from "../src/domain/Auth.js"
 import { makeCore, SophiaLive } from "../src/layers/App.js"
@@ -10,6 +10,7 @@ import { Dispatcher } from "../src/mcp/Dispatch.js"
 import { defineTool, READ_ONLY, ToolRegistry } from "../src/mcp/Registry.js"
 import { knowledgeTools } from "../src/mcp/tools/knowledge.js"
 import { Approvals } from "../src/services/Approvals.js"
+import { Events } from "../src/services/Events.js"
 import type { Knowledge } from "../src/services/Knowledge.js"
 import { sophia, tempDb } from "./support/Cli.js"
 import { connect } from "./support/Fixtures.js"
@@ -193,6 +194,31 @@ describe("Approvals: binding and execution", () => {
       assert.strictEqual(refused.error.code, "approval_denied")
       assert.strictEqual(yield* count("documents"), 1)
     }).pipe(Effect.provide(Fast)))
+})
+
+describe("Approvals: the ApprovalRequested event", () => {
+  it.live("a new approval is published once, after its commit; re-binding to it or a refused call publishes nothing", () =>
+    Effect.gen(function*() {
+      const heard = yield* (yield* Events).listen
+      const { caller } = yield* connect("helper", "assistant")
+      const args = { title: "Heard", body: "by the portal" }
+      const first = yield* call(caller, "sophia.add_document", args)
+      const id = first.error.approval_id as string
+      const requested = [...(yield* Queue.takeAll(heard))].filter((e) => e._tag === "ApprovalRequested")
+      assert.deepStrictEqual(requested.map((e) => e._tag === "ApprovalRequested" && [e.approval_id, e.connection_id, e.tool, e.access, e.user_id]), [
+        [id, caller.connectionId, "sophia.add_document", "write", caller.userId]
+      ])
+      // the same call again binds to the open approval: nothing new to decide
+      assert.strictEqual((yield* call(caller, "sophia.add_document", args)).error.approval_id, id)
+      // a call the service refuses anyway asks for no approval, so publishes none
+      const { caller: poster } = yield* connect("poster", "full")
+      const post = yield* call(poster, "sophia.coordination_post", { channel: "general", kind: "claim", body: "x" })
+      yield* call(caller, "sophia.submit_claim_graph", { claims: [{ subject: "x", predicate: "is", object: "y", source_ids: [post.post_id] }] })
+      const after = [...(yield* Queue.takeAll(heard))].map((e) => e._tag)
+      assert.notInclude(after, "ApprovalRequested")
+      yield* decide(id, "approved")
+      assert.deepStrictEqual([...(yield* Queue.takeAll(heard))].map((e) => e._tag), ["ApprovalDecided"])
+    }).pipe(Effect.scoped, Effect.provide(Fast)))
 })
 
 /** A read tool that composes another call, as `execute_code` does: the inner call passes the same gate. */

@@ -40,6 +40,20 @@ export class WaitResolved extends Schema.TaggedClass<WaitResolved>()("WaitResolv
   at: Schema.String
 }) {}
 
+/**
+ * A gated call created a pending approval: the owner's channel has something new to decide (the portal's
+ * approvals page refreshes on it). A call that finds its binding's approval already open publishes nothing.
+ */
+export class ApprovalRequested extends Schema.TaggedClass<ApprovalRequested>()("ApprovalRequested", {
+  user_id: Schema.String,
+  approval_id: Schema.String,
+  /** the connection whose call waits for the decision */
+  connection_id: Schema.String,
+  tool: Schema.String,
+  access: Schema.String,
+  at: Schema.String
+}) {}
+
 /** The owner (or elicitation) decided a pending approval. */
 export class ApprovalDecided extends Schema.TaggedClass<ApprovalDecided>()("ApprovalDecided", {
   user_id: Schema.String,
@@ -59,7 +73,14 @@ export class LedgerAppended extends Schema.TaggedClass<LedgerAppended>()("Ledger
   types: Schema.Array(Schema.String)
 }) {}
 
-export const DomainEvent = Schema.Union(PostLanded, ConnectionRevoked, WaitResolved, ApprovalDecided, LedgerAppended)
+export const DomainEvent = Schema.Union(
+  PostLanded,
+  ConnectionRevoked,
+  WaitResolved,
+  ApprovalRequested,
+  ApprovalDecided,
+  LedgerAppended
+)
 export type DomainEvent = typeof DomainEvent.Type
 export type DomainEventTag = DomainEvent["_tag"]
 export type DomainEventOf<T extends DomainEventTag> = Extract<DomainEvent, { readonly _tag: T }>

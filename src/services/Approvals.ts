@@ -6,11 +6,13 @@ import type { ApprovalInfo, ApprovalStatusInput, ApprovalStatusResult, ElicitAns
 import { argsHash, boundArgs } from "../domain/Approvals.js"
 import type { Caller } from "../domain/Auth.js"
 import { ApprovalDenied, ApprovalRequired, NotFound, OwnerApprovalRequired, ValidationError } from "../domain/Errors.js"
-import { ApprovalDecided } from "../domain/Events.js"
+import { ApprovalDecided, ApprovalRequested } from "../domain/Events.js"
 import { nowIso } from "../domain/Time.js"
 import { Auth } from "./Auth.js"
-import { serialize } from "./Dialect.js"
 import { Events } from "./Events.js"
+import { spanned } from "./Spans.js"
+import { serialize } from "./store/Locking.js"
+import { makeStatements } from "./store/Statements.js"
 import { Wakeups } from "./Wakeups.js"
 
 const ApprovalRow = Schema.Struct({
@@ -30,6 +32,8 @@ const ApprovalRow = Schema.Struct({
 })
 type ApprovalRow = typeof ApprovalRow.Type
 const decodeApprovals = Schema.decodeUnknown(Schema.Array(ApprovalRow))
+const decodeDecided = Schema.decodeUnknown(Schema.Array(Schema.Struct({ user_id: Schema.String, connection_id: Schema.String })))
+const COLUMNS = "id, user_id, connection_id, tool, access, args_hash, args, status, created_at, decided_at, decided_via, executed_at, result"
 
 /** The gate a call passes when its access decision is not a plain `allow`. */
 class DryRunSucceeded {
@@ -56,9 +60,10 @@ const CLAIM_PREFIX = "claim:"
 
 /**
  * Approvals bound to (connection, tool, hash of the exact arguments). A gated call creates (or finds) its
- * pending approval, asks through elicitation when it may, waits a bounded time for a decision
- * (`SOPHIA_APPROVAL_WAIT_MS`), and then either runs — exactly once, claimed by a conditional update in the
- * same transaction as the call's own writes — or is refused with the approval id to repeat the call with.
+ * pending approval — a new one publishes `ApprovalRequested` with its creation — asks through elicitation
+ * when it may, waits a bounded time for a decision (`SOPHIA_APPROVAL_WAIT_MS`), and then either runs —
+ * exactly once, claimed by a conditional update in the same transaction as the call's own writes — or is
+ * refused with the approval id to repeat the call with.
  */
 export class Approvals extends Effect.Service<Approvals>()("sophia/Approvals", {
   effect: Effect.gen(function*() {
@@ -66,26 +71,66 @@ export class Approvals extends Effect.Service<Approvals>()("sophia/Approvals", {
     const auth = yield* Auth
     const events = yield* Events
     const wakeups = yield* Wakeups
+    const { named } = yield* makeStatements
     // how long a gated call itself waits for a decision: none by default (refused at once, with a hint)
     const waitMs = yield* Config.integer("SOPHIA_APPROVAL_WAIT_MS").pipe(Config.withDefault(0), Effect.orDie)
     // a decision made in another process (the `sophia approvals` CLI on the same SQLite file) publishes no
     // event here: a waiting poll re-reads the row this often as well
     const recheckMs = yield* Config.integer("SOPHIA_APPROVAL_RECHECK_MS").pipe(Config.withDefault(1_000), Effect.orDie)
 
-    const byId = (id: string) =>
-      sql`SELECT * FROM approvals WHERE id = ${id}`.pipe(
-        Effect.flatMap(decodeApprovals),
-        Effect.map((rows) => Option.fromNullable(rows[0])),
-        Effect.orDie
-      )
+    const columns = sql.literal(COLUMNS)
+    const byIdRows = named("Approvals.byId", (p: { id: string }) => sql`SELECT ${columns} FROM approvals WHERE id = ${p.id}`)
+    const openRows = named("Approvals.openOfBinding", (p: { connectionId: string; tool: string; hash: string }) =>
+      sql`SELECT ${columns} FROM approvals WHERE connection_id = ${p.connectionId}
+        AND tool = ${p.tool} AND args_hash = ${p.hash} AND status IN ('pending', 'approved')
+        ORDER BY created_at, id LIMIT 1`)
+    const insertRow = named("Approvals.insert", (p: {
+      id: string
+      userId: string
+      connectionId: string
+      tool: string
+      access: string
+      hash: string
+      args: string
+      at: string
+    }) =>
+      sql`INSERT INTO approvals (id, user_id, connection_id, tool, access, args_hash, args, status, created_at)
+        VALUES (${p.id}, ${p.userId}, ${p.connectionId}, ${p.tool}, ${p.access}, ${p.hash}, ${p.args}, 'pending', ${p.at})`)
+    const decideRow = named("Approvals.decide", (p: { id: string; status: string; at: string; via: string }) =>
+      sql`UPDATE approvals SET status = ${p.status}, decided_at = ${p.at}, decided_via = ${p.via}
+        WHERE id = ${p.id} AND status = 'pending' RETURNING user_id, connection_id`)
+    const claimRow = named("Approvals.claim", (p: { id: string; at: string; token: string }) =>
+      sql`UPDATE approvals SET status = 'executed', executed_at = ${p.at}, result = ${p.token}
+        WHERE id = ${p.id} AND status = 'approved'`)
+    const storeResult = named("Approvals.storeResult", (p: { id: string; result: string }) =>
+      sql`UPDATE approvals SET result = ${p.result} WHERE id = ${p.id}`)
+    const pendingRows = named("Approvals.pending", () =>
+      sql`SELECT ${columns} FROM approvals WHERE status = 'pending' ORDER BY created_at, id`)
+    const allRows = named("Approvals.all", () => sql`SELECT ${columns} FROM approvals ORDER BY created_at, id`)
 
+    const byId = (id: string) =>
+      byIdRows({ id }).pipe(Effect.flatMap(decodeApprovals), Effect.map((rows) => Option.fromNullable(rows[0])))
+    const mustExist = (id: string) => Effect.map(byId(id), Option.getOrThrow)
+
+    /** A new pending approval for this binding, published with its creation (the owner has something to decide). */
     const create = (caller: Caller, tool: { readonly name: string; readonly access: string }, args: unknown, hash: string) =>
       Effect.gen(function*() {
         const id = `apr-${randomUUID()}`
-        yield* sql`INSERT INTO approvals (id, user_id, connection_id, tool, access, args_hash, args, status, created_at)
-          VALUES (${id}, ${caller.userId}, ${caller.connectionId}, ${tool.name}, ${tool.access}, ${hash},
-                  ${JSON.stringify(boundArgs(args))}, 'pending', ${yield* nowIso})`
-        return Option.getOrThrow(yield* byId(id))
+        const at = yield* nowIso
+        yield* insertRow({
+          id,
+          userId: caller.userId,
+          connectionId: caller.connectionId,
+          tool: tool.name,
+          access: tool.access,
+          hash,
+          args: JSON.stringify(boundArgs(args)),
+          at
+        })
+        yield* events.publish(
+          new ApprovalRequested({ user_id: caller.userId, approval_id: id, connection_id: caller.connectionId, tool: tool.name, access: tool.access, at })
+        )
+        return yield* mustExist(id)
       })
 
     /** The approval this call is bound to: the one it names when it matches, else an open one for the same binding, else a new one. */
@@ -103,29 +148,23 @@ export class Approvals extends Effect.Service<Approvals>()("sophia/Approvals", {
             row.value.args_hash === hash
           ) return row.value
         }
-        // find-or-create is one decision per binding: serialized (advisory lock, Dialect.ts), so the same
+        // find-or-create is one decision per binding: serialized (advisory lock, store/Locking.ts), so the same
         // call retried on two daemons at once binds to one approval, never two
         yield* serialize(sql, `approval/${caller.connectionId}/${tool.name}/${hash}`)
-        const open = yield* sql`SELECT * FROM approvals WHERE connection_id = ${caller.connectionId}
-          AND tool = ${tool.name} AND args_hash = ${hash} AND status IN ('pending', 'approved')
-          ORDER BY created_at, id LIMIT 1`.pipe(Effect.flatMap(decodeApprovals), Effect.orDie)
+        const open = yield* openRows({ connectionId: caller.connectionId, tool: tool.name, hash }).pipe(Effect.flatMap(decodeApprovals))
         if (open.length > 0) return open[0]
         return yield* create(caller, tool, args, hash)
-      }).pipe(sql.withTransaction)
+      }).pipe(events.transaction)
 
     /** Decide a pending approval (once: a conditional update) and publish `ApprovalDecided` with it. */
     const setDecision = (id: string, status: "approved" | "denied", via: string) =>
       Effect.gen(function*() {
         const at = yield* nowIso
-        const decided = yield* sql`UPDATE approvals SET status = ${status}, decided_at = ${at}, decided_via = ${via}
-          WHERE id = ${id} AND status = 'pending' RETURNING user_id, connection_id`.pipe(
-          Effect.flatMap(Schema.decodeUnknown(Schema.Array(Schema.Struct({ user_id: Schema.String, connection_id: Schema.String })))),
-          Effect.orDie
-        )
+        const decided = yield* decideRow({ id, status, at, via }).pipe(Effect.flatMap(decodeDecided))
         for (const d of decided) {
           yield* events.publish(new ApprovalDecided({ user_id: d.user_id, approval_id: id, connection_id: d.connection_id, status, via, at }))
         }
-        return Option.getOrThrow(yield* byId(id))
+        return yield* mustExist(id)
       }).pipe(events.transaction)
 
     /**
@@ -140,7 +179,7 @@ export class Approvals extends Effect.Service<Approvals>()("sophia/Approvals", {
         while (true) {
           const done = yield* Effect.scoped(Effect.gen(function*() {
             const woken = yield* wakeups.park(row.user_id, decided)
-            const now = Option.getOrThrow(yield* byId(row.id))
+            const now = yield* mustExist(row.id)
             const t = yield* Clock.currentTimeMillis
             if (now.status !== "pending" || t >= deadline) return Option.some(now)
             yield* Effect.timeoutOption(woken, Duration.millis(Math.max(1, Math.min(recheckMs, deadline - t))))
@@ -162,12 +201,11 @@ export class Approvals extends Effect.Service<Approvals>()("sophia/Approvals", {
         // (another daemon) blocks on it until this transaction ends, then re-reads the row (READ COMMITTED)
         // and finds it `executed` with our stored result (0 rows: it replays) — or, if we rolled back,
         // `approved` again and claims it itself. On SQLite the single writer gives the same order.
-        yield* sql`UPDATE approvals SET status = 'executed', executed_at = ${yield* nowIso}, result = ${token}
-          WHERE id = ${id} AND status = 'approved'`
-        const row = Option.getOrThrow(yield* byId(id))
+        yield* claimRow({ id, at: yield* nowIso, token })
+        const row = yield* mustExist(id)
         if (row.result !== token) return JSON.parse(row.result ?? "null") as A
         const result = yield* execute
-        yield* sql`UPDATE approvals SET result = ${JSON.stringify(result)} WHERE id = ${id}`
+        yield* storeResult({ id, result: JSON.stringify(result) })
         return result
       }).pipe(events.transaction)
 
@@ -190,7 +228,6 @@ export class Approvals extends Effect.Service<Approvals>()("sophia/Approvals", {
           hint: hintFor(id)
         })
 
-    /** The approval flow of one gated call (see the class comment). */
     /**
      * Run the call in a transaction that is always rolled back: a call the service would refuse anyway is
      * refused now, before an approval is asked for (the owner is never asked to approve a call that
@@ -204,8 +241,10 @@ export class Approvals extends Effect.Service<Approvals>()("sophia/Approvals", {
         Effect.catchIf((e): e is SqlError => e instanceof SqlError, (e) => Effect.die(e))
       )
 
-    const gate = <A, E>(request: GateRequest<A, E>) =>
+    /** The approval flow of one gated call (see the class comment). */
+    const gateFlow = <A, E>(request: GateRequest<A, E>) =>
       Effect.gen(function*() {
+        yield* Effect.annotateCurrentSpan("tool", request.tool.name)
         // a re-call naming its approval gets the decision (and, once executed, the stored result) as is
         const namesApproval = typeof request.args === "object" && request.args !== null && "approval_id" in request.args
         if (!namesApproval && request.dryRunSafe === true) yield* dryRun(request.execute)
@@ -228,10 +267,9 @@ export class Approvals extends Effect.Service<Approvals>()("sophia/Approvals", {
           case "executed":
             return yield* executeOnce(row.id, request.execute)
         }
-      }).pipe(
-        Effect.catchTag("SqlError", Effect.die),
-        Effect.withSpan("Approvals.gate", { attributes: { tool: request.tool.name } })
-      )
+      }).pipe(Effect.catchTag("SqlError", "ParseError", Effect.die))
+    /** Gate one call (see the class comment); the span is `Approvals.gate`, tagged with the tool. */
+    const gate = spanned("Approvals.gate", gateFlow)
 
     /** Rows as the owner sees them, names joined live through Auth. */
     const toInfos = (rows: ReadonlyArray<ApprovalRow>) =>
@@ -261,51 +299,57 @@ export class Approvals extends Effect.Service<Approvals>()("sophia/Approvals", {
     })
 
     /** The owner's view: pending approvals (or all of them), oldest first. */
-    const list = Effect.fn("Approvals.list")(function*(options: { readonly all?: boolean } = {}) {
-      const rows = yield* sql`SELECT * FROM approvals
-        ${options.all === true ? sql`` : sql`WHERE status = 'pending'`} ORDER BY created_at, id`.pipe(
-        Effect.flatMap(decodeApprovals)
-      )
-      return yield* toInfos(rows)
-    }, Effect.catchTag("SqlError", "ParseError", Effect.die))
+    const list = spanned(
+      "Approvals.list",
+      Effect.fnUntraced(function*(options: { readonly all?: boolean } = {}) {
+        const rows = yield* (options.all === true ? allRows({}) : pendingRows({})).pipe(Effect.flatMap(decodeApprovals))
+        return yield* toInfos(rows)
+      }, Effect.catchTag("SqlError", "ParseError", Effect.die))
+    )
 
-    /** The owner's gesture: approve or deny a pending approval (through the CLI now, the portal later). */
-    const decide = Effect.fn("Approvals.decide")(function*(id: string, decision: "approved" | "denied", via = "cli") {
-      const row = yield* byId(id)
-      if (Option.isNone(row)) return yield* new NotFound({ what: "approval", id })
-      if (row.value.status !== "pending") {
-        return yield* new ValidationError({ detail: `approval ${id} is already ${row.value.status}` })
-      }
-      const decided = yield* setDecision(id, decision, via)
-      return (yield* toInfos([decided]))[0]
-    }, Effect.catchTag("SqlError", Effect.die))
+    /** The owner's gesture: approve or deny a pending approval (the CLI, the portal). */
+    const decide = spanned(
+      "Approvals.decide",
+      Effect.fnUntraced(function*(id: string, decision: "approved" | "denied", via = "cli") {
+        const row = yield* byId(id)
+        if (Option.isNone(row)) return yield* new NotFound({ what: "approval", id })
+        if (row.value.status !== "pending") {
+          return yield* new ValidationError({ detail: `approval ${id} is already ${row.value.status}` })
+        }
+        const decided = yield* setDecision(id, decision, via)
+        return (yield* toInfos([decided]))[0]
+      }, Effect.catchTag("SqlError", "ParseError", Effect.die))
+    )
 
     /**
      * `sophia.approval_status`: where an approval of the caller's user stands; with `wait_s`, a long poll
      * while it is pending (ends at the decision or the deadline, never later).
      */
-    const status = Effect.fn("Approvals.status")(function*(caller: Caller, input: ApprovalStatusInput) {
-      const found = yield* byId(input.approval_id)
-      if (Option.isNone(found) || found.value.user_id !== caller.userId) {
-        return yield* new NotFound({ what: "approval", id: input.approval_id })
-      }
-      const waitS = input.wait_s ?? 0
-      const row = found.value.status === "pending" && waitS > 0
-        ? yield* awaitDecision(found.value, Math.round(waitS * 1000))
-        : found.value
-      const result: ApprovalStatusResult = {
-        approval_id: row.id,
-        tool: row.tool,
-        status: row.status,
-        ...(row.decided_at !== null ? { decided_at: row.decided_at } : {}),
-        ...(row.status === "approved"
-          ? { hint: `repeat the same ${row.tool} call with approval_id: "${row.id}"; it runs once` }
-          : row.status === "pending"
-          ? { hint: `still pending: call again with wait_s (≤ 60) to keep waiting` }
-          : {})
-      }
-      return result
-    })
+    const status = spanned(
+      "Approvals.status",
+      Effect.fnUntraced(function*(caller: Caller, input: ApprovalStatusInput) {
+        const found = yield* byId(input.approval_id)
+        if (Option.isNone(found) || found.value.user_id !== caller.userId) {
+          return yield* new NotFound({ what: "approval", id: input.approval_id })
+        }
+        const waitS = input.wait_s ?? 0
+        const row = found.value.status === "pending" && waitS > 0
+          ? yield* awaitDecision(found.value, Math.round(waitS * 1000))
+          : found.value
+        const result: ApprovalStatusResult = {
+          approval_id: row.id,
+          tool: row.tool,
+          status: row.status,
+          ...(row.decided_at !== null ? { decided_at: row.decided_at } : {}),
+          ...(row.status === "approved"
+            ? { hint: `repeat the same ${row.tool} call with approval_id: "${row.id}"; it runs once` }
+            : row.status === "pending"
+            ? { hint: `still pending: call again with wait_s (≤ 60) to keep waiting` }
+            : {})
+        }
+        return result
+      }, Effect.catchTag("SqlError", "ParseError", Effect.die))
+    )
 
     return { gate, list, decide, status, waitMs } as const
   })

@@ -122,6 +122,7 @@ const liveNamesOf = (event: DomainEvent): ReadonlyArray<string> => {
       return ["waits", "fleet"]
     case "ConnectionRevoked":
       return ["fleet", "waits"]
+    case "ApprovalRequested":
     case "ApprovalDecided":
       return ["approvals"]
     case "LedgerAppended":
@@ -129,8 +130,9 @@ const liveNamesOf = (event: DomainEvent): ReadonlyArray<string> => {
   }
 }
 
-/** How often the live stream looks for a newly pending approval (there is no event for a request yet). */
-const APPROVALS_POLL = "500 millis"
+/** The owner's portal lists every user's approvals; everything else it shows is the session user's. */
+const ownerSees = (event: DomainEvent, session: PortalSession) =>
+  event._tag === "ApprovalRequested" || event._tag === "ApprovalDecided" || event.user_id === session.user_id
 
 export const PortalRoutesLive = Layer.effect(
   PortalRoutes,
@@ -372,7 +374,7 @@ export const PortalRoutesLive = Layer.effect(
         send(res, 404, Pages.messagePage("Not found", "No such portal action."))
       }))
 
-    /** The live stream: committed domain events (and newly pending approvals), as SSE event names. */
+    /** The live stream: committed domain events, as SSE event names. */
     const stream = (req: http.IncomingMessage, res: http.ServerResponse, session: PortalSession) => {
       res.writeHead(200, {
         "content-type": "text/event-stream; charset=utf-8",
@@ -384,30 +386,21 @@ export const PortalRoutesLive = Layer.effect(
       const write = (name: string, data: unknown) => Effect.sync(() => void res.write(`event: ${name}\ndata: ${JSON.stringify(data)}\n\n`))
       const program = Effect.scoped(Effect.gen(function*() {
         const queue = yield* events.listen
-        const pendingIds = Effect.map(approvals.list(), (rows) => rows.map((r) => r.approval_id).join(","))
-        let last = yield* pendingIds
         yield* write("ready", { at: new Date().toISOString() })
         const pump = Queue.take(queue).pipe(
           Effect.flatMap((event) =>
-            event._tag !== "ApprovalDecided" && event.user_id !== session.user_id
+            !ownerSees(event, session)
               ? Effect.void
               : Effect.forEach(liveNamesOf(event), (name) => write(name, event), { discard: true })
           ),
           Effect.forever
         )
-        const approvalsTick = Effect.gen(function*() {
-          const now = yield* pendingIds
-          if (now !== last) {
-            last = now
-            yield* write("approvals", { pending: now === "" ? 0 : now.split(",").length })
-          }
-        }).pipe(Effect.repeat(Schedule.spaced(APPROVALS_POLL)))
         const heartbeat = Effect.sync(() => void res.write(": keep-alive\n\n")).pipe(Effect.repeat(Schedule.spaced("15 seconds")))
         // the session may be logged out or expire while the stream is open: it then ends
         const stillValid = portal.session(cookieOf(req, PORTAL_COOKIE)).pipe(
           Effect.repeat({ schedule: Schedule.spaced("5 seconds"), while: Option.isSome })
         )
-        yield* Effect.raceFirst(Effect.all([pump, approvalsTick, heartbeat], { concurrency: "unbounded", discard: true }), stillValid)
+        yield* Effect.raceFirst(Effect.all([pump, heartbeat], { concurrency: "unbounded", discard: true }), stillValid)
       }))
       const fiber = runFork(program.pipe(Effect.ensuring(Effect.sync(() => res.end()))))
       req.on("close", () => runFork(Fiber.interrupt(fiber)))
