@@ -1,4 +1,4 @@
-import { SqlClient, SqlSchema } from "@effect/sql"
+import { SqlClient } from "@effect/sql"
 import { Clock, Effect, Either, Option, Schema } from "effect"
 import type { ParseError } from "effect/ParseResult"
 import * as crypto from "node:crypto"
@@ -15,10 +15,11 @@ import {
   ValidationError
 } from "../domain/Errors.js"
 import { ConnectionRevoked } from "../domain/Events.js"
-import { DbInt, nowIso } from "../domain/Time.js"
-import { serialize } from "./Dialect.js"
+import { nowIso } from "../domain/Time.js"
 import { Events } from "./Events.js"
-import { makeFixedStatements, perCount } from "./Statements.js"
+import { spanned } from "./Spans.js"
+import { serialize } from "./store/Locking.js"
+import { makeStatements } from "./store/Statements.js"
 
 /** Bearers are `sph_` + 32 random bytes (base64url); only their SHA-256 is stored. */
 const BEARER_PREFIX = "sph_"
@@ -58,6 +59,12 @@ const sameRow = (a: RawConnectionRow, b: RawConnectionRow) =>
   sameIdentity(a, b) && a.created_at === b.created_at && a.revoked_at === b.revoked_at && a.last_seen_at === b.last_seen_at
 
 const decodeConnectionRow = Schema.decodeUnknownEither(ConnectionRow)
+const decodeConnectionRows = Schema.decodeUnknown(Schema.Array(ConnectionRow))
+const decodeIds = Schema.decodeUnknown(Schema.Array(Schema.Struct({ id: Schema.String })))
+const decodeNameRows = Schema.decodeUnknown(Schema.Array(Schema.Struct({ id: Schema.String, name: Schema.String })))
+
+/** An id list bound by one statement of its length, up to a page's worth (an inbox page: two ids a post). */
+const IDS_MAX = 64
 
 /**
  * A memo of what `make` gives for a connection row, by key, reused while `same` says the row is unchanged
@@ -119,69 +126,60 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const events = yield* Events
-    const fixed = yield* makeFixedStatements
+    const { named, namedValues, shaped } = yield* makeStatements
 
     const selectConnections = sql`SELECT c.id, c.user_id, u.name AS user_name, c.name, c.profile, c.entity_scope,
       c.created_at, c.revoked_at, c.last_seen_at FROM connections c JOIN users u ON u.id = c.user_id`
 
-    // every request of every transport looks its bearer up: one fixed statement
-    const byHash = fixed((hash: string) =>
-      sql`SELECT c.id, c.user_id, u.name AS user_name, c.name, c.profile, c.entity_scope, c.created_at,
-        c.revoked_at, c.last_seen_at FROM connections c JOIN users u ON u.id = c.user_id
-        WHERE c.token_hash = ${hash} AND c.revoked_at IS NULL`)
-    const findById = SqlSchema.findOne({
-      Request: Schema.String,
-      Result: ConnectionRow,
-      execute: (id) =>
-        sql`SELECT c.id, c.user_id, u.name AS user_name, c.name, c.profile, c.entity_scope, c.created_at,
-          c.revoked_at, c.last_seen_at FROM connections c JOIN users u ON u.id = c.user_id WHERE c.id = ${id}`
-    })
-    const listRows = SqlSchema.findAll({
-      Request: Schema.NullOr(Schema.String),
-      Result: ConnectionRow,
-      execute: (userName) =>
-        userName === null
-          ? sql`${selectConnections} ORDER BY u.name, c.created_at, c.id`
-          : sql`${selectConnections} WHERE u.name = ${userName} ORDER BY c.created_at, c.id`
-    })
-    const liveRowsOfUser = SqlSchema.findAll({
-      Request: Schema.String,
-      Result: ConnectionRow,
-      execute: (userId) => sql`${selectConnections} WHERE c.user_id = ${userId} AND c.revoked_at IS NULL`
-    })
+    // every request of every transport looks its bearer up: the hottest statement there is, one named statement
+    const byHash = named("Auth.byBearer", (p: { hash: string }) =>
+      sql`${selectConnections} WHERE c.token_hash = ${p.hash} AND c.revoked_at IS NULL`)
+    const rowById = named("Auth.byId", (p: { id: string }) => sql`${selectConnections} WHERE c.id = ${p.id}`)
+    const findById = (id: string) =>
+      Effect.map(Effect.flatMap(rowById({ id }), decodeConnectionRows), (rows) => Option.fromNullable(rows[0]))
+    const allRows = named("Auth.list", () => sql`${selectConnections} ORDER BY u.name, c.created_at, c.id`)
+    const rowsOfUserName = named("Auth.listOfUser", (p: { userName: string }) =>
+      sql`${selectConnections} WHERE u.name = ${p.userName} ORDER BY c.created_at, c.id`)
+    const listRows = (userName: string | null) =>
+      Effect.flatMap(userName === null ? allRows({}) : rowsOfUserName({ userName }), decodeConnectionRows)
+    const liveRowsOf = named("Auth.liveOfUser", (p: { userId: string }) =>
+      sql`${selectConnections} WHERE c.user_id = ${p.userId} AND c.revoked_at IS NULL`)
+    const liveRowsOfUser = (userId: string) => Effect.flatMap(liveRowsOf({ userId }), decodeConnectionRows)
 
-    // the live name joins run on every inbox page (up to two ids a post): fixed per count of ids, up to a
-    // page's worth
-    const rawRowsByIds = perCount<RawConnectionRow>(
-      fixed,
-      64,
-      (...ids) => sql`${selectConnections} WHERE ${sql.in("c.id", ids)}`
-    )
+    // the live name joins run on every inbox page (up to two ids a post): one statement per count of ids, up
+    // to a page's worth
+    const rawRowsByIds = shaped("Auth.connections", IDS_MAX, (p: { ids: ReadonlyArray<string> }) =>
+      sql<RawConnectionRow>`${selectConnections} WHERE ${sql.in("c.id", p.ids)}`)
     // the names alone, for the rows that show who wrote them (an inbox page): no user row joined, two columns
-    const nameRowsByIds = perCount<{ readonly id: string; readonly name: string }>(
-      fixed,
-      64,
-      (...ids) => sql`SELECT id, name FROM connections WHERE ${sql.in("id", ids)}`
-    )
-    const decodeNameRows = Schema.decodeUnknown(Schema.Array(Schema.Struct({ id: Schema.String, name: Schema.String })))
-    const findUserId = SqlSchema.findOne({
-      Request: Schema.String,
-      Result: Schema.Struct({ id: Schema.String }),
-      execute: (name) => sql`SELECT id FROM users WHERE name = ${name}`
-    })
-    const userIdByName = (name: string) => Effect.map(findUserId(name), Option.map((r) => r.id))
+    const nameRowsByIds = shaped("Auth.names", IDS_MAX, (p: { ids: ReadonlyArray<string> }) =>
+      sql`SELECT id, name FROM connections WHERE ${sql.in("id", p.ids)}`)
+    const userIdOf = named("Auth.userIdByName", (p: { name: string }) => sql`SELECT id FROM users WHERE name = ${p.name}`)
+    const userIdByName = (name: string) =>
+      Effect.map(Effect.flatMap(userIdOf({ name }), decodeIds), (rows) => Option.fromNullable(rows[0]?.id))
     /** a live connection of the user holding `name`, other than `except` */
-    const findClash = SqlSchema.findAll({
-      Request: Schema.Struct({ userId: Schema.String, name: Schema.String, except: Schema.String }),
-      Result: Schema.Struct({ id: Schema.String }),
-      execute: ({ except, name, userId }) =>
-        sql`SELECT id FROM connections WHERE user_id = ${userId} AND name = ${name} AND revoked_at IS NULL AND id <> ${except}`
-    })
-    const countUsers = SqlSchema.single({
-      Request: Schema.Void,
-      Result: Schema.Struct({ n: DbInt }),
-      execute: () => sql`SELECT COUNT(*) AS n FROM users`
-    })
+    const clashOf = named("Auth.nameClash", (p: { userId: string; name: string; except: string }) =>
+      sql`SELECT id FROM connections WHERE user_id = ${p.userId} AND name = ${p.name} AND revoked_at IS NULL AND id <> ${p.except}`)
+    const findClash = (p: { userId: string; name: string; except: string }) => Effect.flatMap(clashOf(p), decodeIds)
+    const countUsers = namedValues("Auth.countUsers", () => sql`SELECT COUNT(*) FROM users`)
+    const insertUser = named("Auth.insertUser", (p: { id: string; name: string; isOwner: number; at: string }) =>
+      sql`INSERT INTO users (id, name, is_owner, created_at) VALUES (${p.id}, ${p.name}, ${p.isOwner}, ${p.at})`)
+    const insertConnectionRow = named("Auth.insertConnection", (p: {
+      id: string
+      userId: string
+      name: string
+      profile: string
+      scope: string
+      hash: string
+      at: string
+    }) =>
+      sql`INSERT INTO connections (id, user_id, name, profile, entity_scope, token_hash, created_at)
+        VALUES (${p.id}, ${p.userId}, ${p.name}, ${p.profile}, ${p.scope}, ${p.hash}, ${p.at})`)
+    const revokeRow = named("Auth.revoke", (p: { id: string; at: string }) =>
+      sql`UPDATE connections SET revoked_at = ${p.at} WHERE id = ${p.id} AND revoked_at IS NULL RETURNING id`)
+    const renameRow = named("Auth.rename", (p: { id: string; name: string }) =>
+      sql`UPDATE connections SET name = ${p.name} WHERE id = ${p.id}`)
+    const seenAt = named("Auth.seen", (p: { id: string; at: string }) =>
+      sql`UPDATE connections SET last_seen_at = ${p.at} WHERE id = ${p.id}`)
 
     const ensureUser = (name: string, isOwner: boolean) =>
       Effect.gen(function*() {
@@ -191,7 +189,7 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
         const existing = yield* userIdByName(name)
         if (Option.isSome(existing)) return existing.value
         const id = randomUUID()
-        yield* sql`INSERT INTO users (id, name, is_owner, created_at) VALUES (${id}, ${name}, ${isOwner ? 1 : 0}, ${yield* nowIso})`
+        yield* insertUser({ id, name, isOwner: isOwner ? 1 : 0, at: yield* nowIso })
         return id
       })
 
@@ -215,14 +213,20 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
         }
         const id = randomUUID()
         const bearer = mintBearer()
-        yield* sql`INSERT INTO connections (id, user_id, name, profile, entity_scope, token_hash, created_at)
-          VALUES (${id}, ${input.userId}, ${name}, ${input.profile}, ${JSON.stringify(input.scope)},
-                  ${hashBearer(bearer)}, ${yield* nowIso})`
+        yield* insertConnectionRow({
+          id,
+          userId: input.userId,
+          name,
+          profile: input.profile,
+          scope: JSON.stringify(input.scope),
+          hash: hashBearer(bearer),
+          at: yield* nowIso
+        })
         return { connection_id: id, name, profile: input.profile, user_id: input.userId, bearer } satisfies MintedConnection
       })
 
     /** Mint a connection for a user (created if new; the owner when none is named). The bearer is returned once. */
-    const createConnection = Effect.fn("Auth.createConnection")(function*(input: {
+    const createConnection = spanned("Auth.createConnection", Effect.fnUntraced(function*(input: {
       readonly name: string
       readonly profile: Profile
       readonly user?: string | undefined
@@ -231,31 +235,31 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
       const userName = input.user ?? OWNER
       const userId = yield* ensureUser(userName, userName === OWNER)
       return yield* insertConnection({ userId, name: input.name, profile: input.profile, scope: input.scope ?? [] })
-    }, sql.withTransaction, Effect.catchTag("SqlError", "ParseError", Effect.die))
+    }, sql.withTransaction, Effect.catchTag("SqlError", "ParseError", Effect.die)))
 
     /**
      * First start on an empty database: the owner user and a first `full` connection. Returns the minted
      * connection (bearer included, to print once), or none when the database already had users.
      */
-    const bootstrapOwner = Effect.fn("Auth.bootstrapOwner")(function*() {
+    const bootstrapOwner = spanned("Auth.bootstrapOwner", Effect.fnUntraced(function*() {
       // daemons started together on an empty database: one bootstraps, the others then count its user
       yield* serialize(sql, "bootstrap-owner")
-      const users = yield* countUsers(undefined)
-      if (users.n > 0) return Option.none<MintedConnection>()
+      const [[users]] = yield* countUsers({})
+      if (Number(users) > 0) return Option.none<MintedConnection>()
       const userId = yield* ensureUser(OWNER, true)
       return Option.some(yield* insertConnection({ userId, name: "owner", profile: "full", scope: [] }))
-    }, sql.withTransaction, Effect.orDie)
+    }, sql.withTransaction, Effect.orDie))
 
-    const list = Effect.fn("Auth.list")(function*(user?: string) {
+    const list = spanned("Auth.list", Effect.fnUntraced(function*(user?: string) {
       return (yield* listRows(user ?? null)).map(toInfo)
-    }, Effect.orDie)
+    }, Effect.catchTag("SqlError", "ParseError", Effect.die)))
 
     /**
      * Resolve a selector — a full connection id, its 8-character short id, or its name — among the
      * user's live connections. Never matches another user's connection.
      */
     const resolve = Effect.fnUntraced(function*(userId: string, selector: string) {
-      const rows = yield* Effect.orDie(liveRowsOfUser(userId))
+      const rows = yield* liveRowsOfUser(userId).pipe(Effect.catchTag("SqlError", "ParseError", Effect.die))
       const exact = rows.filter((r) => r.id === selector)
       if (exact.length === 1) return toInfo(exact[0])
       const byShortOrName = rows.filter((r) => r.name === selector || (selector.length === 8 && r.id.startsWith(selector)))
@@ -272,7 +276,7 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
     /** The CLI's selector: like `resolve`, but across one user (the owner unless named). */
     const resolveForCli = (selector: string, user?: string) =>
       Effect.gen(function*() {
-        const userId = yield* userIdByName(user ?? OWNER).pipe(Effect.orDie)
+        const userId = yield* userIdByName(user ?? OWNER).pipe(Effect.catchTag("SqlError", "ParseError", Effect.die))
         if (Option.isNone(userId)) return yield* new NotFound({ what: "user", id: user ?? OWNER })
         return yield* resolve(userId.value, selector).pipe(
           Effect.catchTags({
@@ -287,18 +291,17 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
      * Revoke a connection: its bearer stops working on the next call. `ConnectionRevoked` is published
      * inside the revocation's transaction (waits on it resolve then, not at their deadline).
      */
-    const revoke = Effect.fn("Auth.revoke")(function*(selector: string, user?: string) {
+    const revoke = spanned("Auth.revoke", Effect.fnUntraced(function*(selector: string, user?: string) {
       const target = yield* resolveForCli(selector, user)
       const now = yield* nowIso
-      const revoked = yield* sql`UPDATE connections SET revoked_at = ${now}
-        WHERE id = ${target.connection_id} AND revoked_at IS NULL RETURNING id`
+      const revoked = yield* revokeRow({ id: target.connection_id, at: now })
       if (revoked.length > 0) {
         yield* events.publish(new ConnectionRevoked({ user_id: target.user_id, connection_id: target.connection_id, at: now }))
       }
       return toInfo(Option.getOrThrow(yield* findById(target.connection_id)))
-    }, events.transaction, Effect.catchTag("SqlError", "ParseError", Effect.die))
+    }, events.transaction, Effect.catchTag("SqlError", "ParseError", Effect.die)))
 
-    const rename = Effect.fn("Auth.rename")(function*(selector: string, newName: string, user?: string) {
+    const rename = spanned("Auth.rename", Effect.fnUntraced(function*(selector: string, newName: string, user?: string) {
       const target = yield* resolveForCli(selector, user)
       const name = yield* decodeName(newName).pipe(
         Effect.mapError(() => new ValidationError({ detail: `invalid connection name ${JSON.stringify(newName)}` }))
@@ -309,9 +312,9 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
       if (clash.length > 0) {
         return yield* new ValidationError({ detail: `a live connection named ${JSON.stringify(name)} already exists` })
       }
-      yield* sql`UPDATE connections SET name = ${name} WHERE id = ${target.connection_id}`
+      yield* renameRow({ id: target.connection_id, name })
       return toInfo(Option.getOrThrow(yield* findById(target.connection_id)))
-    }, sql.withTransaction, Effect.catchTag("SqlError", "ParseError", Effect.die))
+    }, sql.withTransaction, Effect.catchTag("SqlError", "ParseError", Effect.die)))
 
     // What was last made from a connection's row — the Caller of each bearer, the ConnectionInfo of each
     // connection (the live name joins of inbox pages, waits, claims…) — handed out again while the row is
@@ -320,14 +323,13 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
     // one); what is saved is decoding a row through its Schema, which costs more than the statement.
     const callerOf = rowMemo(sameIdentity, toCaller)
     const infoOf = rowMemo(sameRow, toInfo)
-    const touchSeen = (id: string, now: number) =>
-      Effect.orDie(sql`UPDATE connections SET last_seen_at = ${new Date(now).toISOString()} WHERE id = ${id}`)
+    const touchSeen = (id: string, now: number) => Effect.orDie(seenAt({ id, at: new Date(now).toISOString() }))
 
     /** Check a bearer against its row, on every call. Missing, malformed, unknown or revoked: `Unauthenticated`. */
     const authenticate = (bearer: string | undefined | null): Effect.Effect<Caller, Unauthenticated> => {
       if (!bearer || !bearer.startsWith(BEARER_PREFIX) || bearer.length > 200) return Effect.fail(new Unauthenticated())
       const hash = hashBearer(bearer)
-      return Effect.flatMap(Effect.orDie(byHash(hash)), (rows) => {
+      return Effect.flatMap(Effect.orDie(byHash({ hash })), (rows) => {
         const row = rows[0] as RawConnectionRow | undefined
         if (row === undefined) return Effect.fail(new Unauthenticated())
         return Effect.clockWith((clock) => {
@@ -343,13 +345,13 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
 
     /** Record that a connection is alive now (beacon). */
     const touch = Effect.fnUntraced(function*(connectionId: string) {
-      yield* sql`UPDATE connections SET last_seen_at = ${yield* nowIso} WHERE id = ${connectionId}`
+      yield* seenAt({ id: connectionId, at: yield* nowIso })
     }, Effect.orDie)
 
     /** Look a connection up by id, revoked or not (for live name joins outside SQL). */
     const get = Effect.fnUntraced(function*(connectionId: string) {
       return Option.map(yield* findById(connectionId), toInfo)
-    }, Effect.orDie)
+    }, Effect.catchTag("SqlError", "ParseError", Effect.die))
 
     /**
      * Several connections by id, revoked or not, in one statement: how other services join names live
@@ -358,7 +360,7 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
     const connections = (ids: Iterable<string>): Effect.Effect<ReadonlyMap<string, ConnectionInfo>> => {
       const unique = [...new Set(ids)]
       if (unique.length === 0) return Effect.succeed(new Map())
-      return rawRowsByIds(...unique).pipe(
+      return rawRowsByIds({ ids: unique }).pipe(
         Effect.orDie,
         Effect.flatMap((rows) => {
           const found = new Map<string, ConnectionInfo>()
@@ -379,9 +381,9 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
     const names = (ids: Iterable<string>): Effect.Effect<ReadonlyMap<string, string>> => {
       const unique = [...new Set(ids)]
       if (unique.length === 0) return Effect.succeed(new Map())
-      return nameRowsByIds(...unique).pipe(
+      return nameRowsByIds({ ids: unique }).pipe(
         Effect.flatMap(decodeNameRows),
-        Effect.orDie,
+        Effect.catchTag("SqlError", "ParseError", Effect.die),
         Effect.map((rows) => new Map(rows.map((r) => [r.id, r.name] as const)))
       )
     }
