@@ -7,15 +7,17 @@
  * `commands` at the end names them. Heavy modules (the app, the MCP transports) are imported inside the
  * handlers, so a command loads only what it runs.
  */
-import { Args, Command, Options, ValidationError as CliValidationError } from "@effect/cli"
+import { Args, Command, Options } from "@effect/cli"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
-import { Cause, Config, Console, Effect, Layer, Logger, Option, Schema } from "effect"
+import { Config, Console, Effect, Layer, Logger, Option, Schema } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { normalizeArgv } from "./cli/Argv.js"
+import { cliConsole, report } from "./cli/Output.js"
 import type { StoreChoice } from "./layers/App.js"
-import type { LogFormat, LogLevelName } from "./observability/Logging.js"
-import { LOG_FORMATS, LOG_LEVELS, loggerLayer, logLevelOf } from "./observability/Logging.js"
+import type { LogFormat } from "./observability/Logging.js"
+import { LOG_FORMATS, loggerLayer, logLevelOf } from "./observability/Logging.js"
 import { VERSION } from "./Version.js"
 
 // ---------------------------------------------------------------------------------------------------
@@ -375,11 +377,9 @@ const portal = Command.make(
 ).pipe(Command.withDescription("print a one-time login link for the owner's portal (10 minutes, one use)"))
 
 // ---------------------------------------------------------------------------------------------------
-// the command list (a new subcommand: one block above, one entry here)
+// the command list (a new subcommand: one block above, one entry here; a new group also in cli/Argv.ts's GROUPS)
 
 const commands = [serve, stdio, connection, ledger, approvals, portal, backup] as const
-/** commands that only group others: alone, they print their help */
-const GROUPS = new Set(["connection", "ledger", "approvals"])
 
 const sophia = Command.make("sophia").pipe(
   Command.withDescription("the shared state layer (MCP server) for fleets of AI agents"),
@@ -389,107 +389,7 @@ const sophia = Command.make("sophia").pipe(
 const cli = Command.run(sophia, { name: "sophia", version: VERSION })
 
 // ---------------------------------------------------------------------------------------------------
-// argv: global flags anywhere, bare groups print help
-
-const GLOBAL_FLAGS = new Set(["--db", "--database-url", "--log-format"])
-
-export interface ParsedArgv {
-  readonly args: ReadonlyArray<string>
-  readonly logLevel: LogLevelName
-  readonly logFormat: LogFormat
-  readonly error?: string
-}
-
-/**
- * Global flags given before the subcommand move after it (each command declares them); `--log-level`
- * is taken out wherever it is (the CLI library only accepts it first); a bare `sophia` or group gets
- * `--help`.
- */
-export const normalizeArgv = (argv: ReadonlyArray<string>): ParsedArgv => {
-  const [runtime = "node", script = "sophia", ...rest] = argv
-  const kept: Array<string> = []
-  const moved: Array<string> = []
-  let logLevel: LogLevelName = "info"
-  let logFormat: LogFormat = "pretty"
-  let error: string | undefined
-  let commandSeen = false
-  for (let i = 0; i < rest.length; i++) {
-    const arg = rest[i]!
-    if (arg === "--") {
-      kept.push(...rest.slice(i))
-      break
-    }
-    const eq = arg.startsWith("--") ? arg.indexOf("=") : -1
-    const flag = eq > 0 ? arg.slice(0, eq) : arg
-    const inline = eq > 0 ? arg.slice(eq + 1) : undefined
-    if (flag === "--log-level") {
-      const value = inline ?? rest[++i]
-      if (value !== undefined && (LOG_LEVELS as ReadonlyArray<string>).includes(value)) logLevel = value as LogLevelName
-      else error = `--log-level must be one of ${LOG_LEVELS.join(", ")}; got ${value ?? "nothing"}`
-      continue
-    }
-    if (GLOBAL_FLAGS.has(flag)) {
-      const value = inline ?? rest[i + 1]
-      if (flag === "--log-format" && value !== undefined && (LOG_FORMATS as ReadonlyArray<string>).includes(value)) {
-        logFormat = value as LogFormat
-      }
-      const target = commandSeen ? kept : moved
-      target.push(arg)
-      if (inline === undefined && i + 1 < rest.length) target.push(rest[++i]!)
-      continue
-    }
-    if (!arg.startsWith("-")) commandSeen = true
-    kept.push(arg)
-  }
-  const words = kept.filter((a) => !a.startsWith("-"))
-  const builtIn = kept.some((a) => a === "--help" || a === "-h" || a === "--version" || a === "--wizard" || a === "--completions")
-  const bare = !builtIn && (words.length === 0 || (words.length === 1 && GROUPS.has(words[0]!)))
-  const args = [runtime, script, ...kept, ...(bare ? ["--help"] : moved)]
-  return error === undefined ? { args, logLevel, logFormat } : { args, logLevel, logFormat, error }
-}
-
-// ---------------------------------------------------------------------------------------------------
-// output: no colour codes unless the stream is a terminal; failures in one line
-
-const ANSI = /\x1b\[[0-9;]*m/g
-const colourOn = (stream: NodeJS.WriteStream) =>
-  stream.isTTY === true && (process.env.NO_COLOR ?? "") === "" && process.env.TERM !== "dumb"
-const plain = (colour: boolean) => (args: ReadonlyArray<unknown>) =>
-  colour ? args : args.map((a) => (typeof a === "string" ? a.replace(ANSI, "") : a))
-
-const cliConsole = (base: Console.Console): Console.Console => {
-  const out = plain(colourOn(process.stdout))
-  const err = plain(colourOn(process.stderr))
-  return {
-    ...base,
-    log: (...args: ReadonlyArray<unknown>) => base.log(...out(args)),
-    info: (...args: ReadonlyArray<unknown>) => base.info(...out(args)),
-    error: (...args: ReadonlyArray<unknown>) => base.error(...err(args)),
-    warn: (...args: ReadonlyArray<unknown>) => base.warn(...err(args))
-  }
-}
-
-const oneLine = (s: string) => s.replace(ANSI, "").replace(/\s*\n\s*/g, " ").trim()
-
-const report = (cause: Cause.Cause<unknown>, debug: boolean) =>
-  Effect.sync(() => {
-    if (Cause.isInterruptedOnly(cause)) return
-    process.exitCode = 1
-    const failure = Cause.failureOption(cause)
-    if (Option.isSome(failure)) {
-      const error = failure.value
-      // @effect/cli has already printed its own usage errors (on stderr)
-      if (CliValidationError.isValidationError(error)) return
-      const message = typeof error === "object" && error !== null && "message" in error ? String(error.message) : String(error)
-      process.stderr.write(`sophia: ${oneLine(message)}\n`)
-      return
-    }
-    const defect = Cause.squash(cause)
-    const message = defect instanceof Error ? defect.message : String(defect)
-    process.stderr.write(
-      `sophia: internal error: ${oneLine(message)}${debug ? `\n${Cause.pretty(cause)}` : " (--log-level debug shows the stack)"}\n`
-    )
-  })
+// run: the argv normalised (cli/Argv.ts), output and failures as cli/Output.ts writes them
 
 const parsed = normalizeArgv(process.argv)
 
