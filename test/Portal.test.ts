@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Option, TestClock } from "effect"
+import type { Caller } from "../src/domain/Auth.js"
 import { SophiaTest } from "../src/layers/App.js"
 import * as Http from "../src/mcp/Http.js"
 import { layout, waitGraphSvg } from "../src/mcp/portal/Graph.js"
@@ -8,6 +9,7 @@ import { Approvals } from "../src/services/Approvals.js"
 import { Auth } from "../src/services/Auth.js"
 import { Dispatcher } from "../src/mcp/Dispatch.js"
 import { Portal } from "../src/services/Portal.js"
+import { makeFleet } from "../src/services/readmodel/Fleet.js"
 import { connect } from "./support/Fixtures.js"
 
 describe("Portal service", () => {
@@ -58,6 +60,43 @@ describe("Portal service", () => {
       const out = yield* (yield* Dispatcher).call(caller, "sophia.remember_fact", { subject: "s", predicate: "p", object: "o" })
       assert.isTrue(out.ok, JSON.stringify(out.body))
       assert.deepStrictEqual(yield* (yield* Approvals).list({ all: true }), [])
+    }).pipe(Effect.provide(SophiaTest)))
+})
+
+describe("the Fleet read model", () => {
+  const call = (caller: Caller, tool: string, args: unknown) =>
+    Effect.flatMap(Dispatcher, (d) => d.call(caller, tool, args)).pipe(Effect.map((o) => o.body as any))
+
+  it.effect("every connection with its unread count, open waits and claimed work, and the portal's own marked", () =>
+    Effect.gen(function*() {
+      const portal = yield* Portal
+      const portalCaller = yield* portal.callerFor()
+      const { caller: a } = yield* connect("a")
+      const { caller: b } = yield* connect("b")
+      const { caller: gone } = yield* connect("gone")
+      const { caller: other } = yield* connect("stranger", "full", "someone-else")
+      yield* call(a, "sophia.coordination_post", { channel: "general", kind: "status", body: "one" })
+      yield* call(a, "sophia.coordination_post", { channel: "general", kind: "status", body: "two" })
+      yield* call(b, "sophia.coordination_inbox", {})
+      yield* call(b, "sophia.declare_wait", { on: "a", predicate: { type: "seq_reached", channel: "general", seq: 9 }, reason: "r" })
+      yield* call(a, "sophia.ledger_append", { work_id: "w1", expected_head: null, events: [{ type: "opened", title: "first" }, { type: "claimed" }] })
+      yield* call(gone, "sophia.ledger_append", { work_id: "w2", expected_head: null, events: [{ type: "opened", title: "second" }, { type: "claimed" }] })
+      yield* (yield* Auth).revoke(gone.connectionId)
+      const { fleet } = yield* makeFleet
+      const view = yield* fleet()
+      const by = new Map(view.connections.map((c) => [c.connection.name, c]))
+      assert.deepStrictEqual([...by.keys()].sort(), ["a", "b", "gone", "portal", "stranger"])
+      // a's posts: unread for everyone of a's user but a (b read them, and its wait's own post is unread for a)
+      assert.strictEqual(by.get("a")!.unread, 1)
+      assert.strictEqual(by.get("b")!.unread, 0)
+      assert.strictEqual(by.get("portal")!.unread, 3)
+      assert.strictEqual(by.get("stranger")!.unread, 0)
+      assert.deepStrictEqual(view.connections.map((c) => [c.connection.name, c.open_waits]).filter(([, n]) => n !== 0), [["b", 1]])
+      assert.deepStrictEqual(by.get("a")!.claimed.map((w) => [w.work_id, w.title]), [["w1", "first"]])
+      assert.deepStrictEqual(by.get("gone")!, { connection: by.get("gone")!.connection, unread: 0, open_waits: 0, claimed: [], is_portal: false })
+      assert.isString(by.get("gone")!.connection.revoked_at)
+      assert.deepStrictEqual(view.connections.filter((c) => c.is_portal).map((c) => c.connection.connection_id), [portalCaller.connectionId])
+      assert.strictEqual(by.get("stranger")!.connection.user_id, other.userId)
     }).pipe(Effect.provide(SophiaTest)))
 })
 

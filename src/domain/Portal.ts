@@ -1,4 +1,6 @@
 import { Schema } from "effect"
+import { ConnectionInfo } from "./Auth.js"
+import { WorkSummary } from "./Ledger.js"
 
 /**
  * The owner's portal (DESIGN "The owner's portal"): a browser session opened by a one-time login link,
@@ -41,3 +43,23 @@ export interface PortalSession {
   readonly csrf: string
   readonly expires_at: string
 }
+
+/**
+ * One connection on the Fleet page: its row, its global unread count, its open waits (as the waiter), the
+ * open work it holds the claim on, and whether it is the portal's own connection. A revoked connection
+ * has nothing unread, waiting or claimed.
+ */
+export const FleetConnection = Schema.Struct({
+  connection: ConnectionInfo,
+  unread: Schema.Number,
+  open_waits: Schema.Number,
+  claimed: Schema.Array(WorkSummary),
+  is_portal: Schema.Boolean
+})
+export type FleetConnection = typeof FleetConnection.Type
+
+/** The Fleet page's read model: every connection of every user, in `Auth.list` order. */
+export const FleetView = Schema.Struct({
+  connections: Schema.Array(FleetConnection)
+})
+export type FleetView = typeof FleetView.Type
