@@ -49,6 +49,70 @@ const internalError = (): CallOutcome => ({
 const DELIVER_SIGNALS = { deliver: true } as const
 const HOLD_SIGNALS = { deliver: false } as const
 
+/** Each tool's decoder and encoder, made once per tool (not per call). */
+const makeCodecs = () => {
+  const decoders = new Map<Tool, (u: unknown) => Effect.Effect<unknown, ParseResult.ParseError>>()
+  const decoderOf = (tool: Tool) => {
+    let d = decoders.get(tool)
+    if (!d) {
+      decoders.set(tool, d = Schema.decodeUnknown(effectiveInput(tool), { errors: "all", onExcessProperty: "ignore" }))
+    }
+    return d
+  }
+  const encoders = new Map<Tool, (a: unknown) => Effect.Effect<unknown, ParseResult.ParseError>>()
+  const encoderOf = (tool: Tool) => {
+    let e = encoders.get(tool)
+    if (!e) encoders.set(tool, e = Schema.encode(tool.output as Schema.Schema<unknown, unknown>))
+    return e
+  }
+  return { decoderOf, encoderOf } as const
+}
+
+/**
+ * "did you mean" for an unknown tool name: the registry's tools never change, so each name's suggestions are
+ * worked out once (an edit distance to every tool); bounded, a flood of names only starts the memo afresh.
+ */
+const makeSuggestions = (tools: ReadonlyArray<Tool>) => {
+  const shortNames = tools.map((t) => t.name.slice(7))
+  const suggestions = new Map<string, ReadonlyArray<string>>()
+  return (name: string) => {
+    let found = suggestions.get(name)
+    if (found === undefined) {
+      if (suggestions.size >= 256) suggestions.clear()
+      found = nearest(name.replace(/^sophia[._]/, ""), shortNames).map((n) => `sophia.${n}`)
+      suggestions.set(name, found)
+    }
+    return found
+  }
+}
+
+/** A refusal (the first failure) or a defect (logged) as an outcome; an interruption stays one. */
+const outcomeOf = (cause: Cause.Cause<Refusal>): Effect.Effect<CallOutcome> => {
+  const refusal = Cause.failureOption(cause)
+  if (Option.isSome(refusal)) {
+    return Effect.succeed({ ok: false, refusal: refusal.value, body: { error: refusalBody(refusal.value) } })
+  }
+  const defect = Cause.dieOption(cause)
+  if (Option.isSome(defect)) {
+    return Effect.as(Effect.logError("tool call failed", Cause.die(defect.value)), internalError())
+  }
+  return Effect.failCause(cause as Cause.Cause<never>)
+}
+const succeeded = (body: Record<string, unknown>): Effect.Effect<CallOutcome> => Effect.succeed({ ok: true, body })
+
+/** The call's `info` line; nothing is built when the log level drops it. */
+const logCall = (tool: string, outcome: string, ms: number, caller: Caller, options: CallOptions) =>
+  Effect.withFiberRuntime<void>((fiber) =>
+    LogLevel.greaterThan(fiber.getFiberRef(FiberRef.currentMinimumLogLevel), LogLevel.Info)
+      ? Effect.void
+      : Effect.annotateLogs(
+        Effect.logInfo("tool call"),
+        options.viaSandbox === true
+          ? { tool, outcome, ms, connection: caller.connectionShort, via: "execute_code" }
+          : { tool, outcome, ms, connection: caller.connectionShort }
+      )
+  )
+
 /**
  * The one path of every tool call, whatever the transport (Streamable HTTP, stdio, REST, execute_code):
  * resolve the name → authorize → decode → call the service → encode → splice the envelope. No business
@@ -62,37 +126,9 @@ export class Dispatcher extends Effect.Service<Dispatcher>()("sophia/Dispatcher"
     const registry = yield* ToolRegistry
     const envelope = yield* Envelope
     const logCalls = yield* RequestLog
-    // each tool's decoder and encoder, made once (not per call)
-    const decoders = new Map<Tool, (u: unknown) => Effect.Effect<unknown, ParseResult.ParseError>>()
-    const decoderOf = (tool: Tool) => {
-      let d = decoders.get(tool)
-      if (!d) {
-        decoders.set(tool, d = Schema.decodeUnknown(effectiveInput(tool), { errors: "all", onExcessProperty: "ignore" }))
-      }
-      return d
-    }
-    const encoders = new Map<Tool, (a: unknown) => Effect.Effect<unknown, ParseResult.ParseError>>()
-    const encoderOf = (tool: Tool) => {
-      let e = encoders.get(tool)
-      if (!e) encoders.set(tool, e = Schema.encode(tool.output as Schema.Schema<unknown, unknown>))
-      return e
-    }
-
+    const { decoderOf, encoderOf } = makeCodecs()
     const toolNames = registry.tools.map((t) => t.name)
-    // "did you mean" for an unknown tool name: the registry's tools never change, so each name's
-    // suggestions are worked out once (an edit distance to every tool); bounded, a flood of names only
-    // starts the memo afresh
-    const shortNames = registry.tools.map((t) => t.name.slice(7))
-    const suggestions = new Map<string, ReadonlyArray<string>>()
-    const suggestionsFor = (name: string) => {
-      let found = suggestions.get(name)
-      if (found === undefined) {
-        if (suggestions.size >= 256) suggestions.clear()
-        found = nearest(name.replace(/^sophia[._]/, ""), shortNames).map((n) => `sophia.${n}`)
-        suggestions.set(name, found)
-      }
-      return found
-    }
+    const suggestionsFor = makeSuggestions(registry.tools)
 
     const run = (caller: Caller, tool: Tool | undefined, name: string, args: unknown, options: CallOptions) =>
       Effect.gen(function*() {
@@ -138,20 +174,6 @@ export class Dispatcher extends Effect.Service<Dispatcher>()("sophia/Dispatcher"
         })
       })
 
-    /** A refusal (the first failure) or a defect (logged) as an outcome; an interruption stays one. */
-    const outcomeOf = (cause: Cause.Cause<Refusal>): Effect.Effect<CallOutcome> => {
-      const refusal = Cause.failureOption(cause)
-      if (Option.isSome(refusal)) {
-        return Effect.succeed({ ok: false, refusal: refusal.value, body: { error: refusalBody(refusal.value) } })
-      }
-      const defect = Cause.dieOption(cause)
-      if (Option.isSome(defect)) {
-        return Effect.as(Effect.logError("tool call failed", Cause.die(defect.value)), internalError())
-      }
-      return Effect.failCause(cause as Cause.Cause<never>)
-    }
-    const succeeded = (body: Record<string, unknown>): Effect.Effect<CallOutcome> => Effect.succeed({ ok: true, body })
-
     /**
      * Call a tool as `caller`. Never fails: refusals and defects come back as an outcome with the envelope.
      * Around it, once per finished call: one metric update, the span's attributes and one `info` log line.
@@ -191,19 +213,6 @@ export class Dispatcher extends Effect.Service<Dispatcher>()("sophia/Dispatcher"
           return Effect.as(logCall(toolName, result, ms, caller, options), outcome)
         })
       })
-
-    /** The call's `info` line; nothing is built when the log level drops it. */
-    const logCall = (tool: string, outcome: string, ms: number, caller: Caller, options: CallOptions) =>
-      Effect.withFiberRuntime<void>((fiber) =>
-        LogLevel.greaterThan(fiber.getFiberRef(FiberRef.currentMinimumLogLevel), LogLevel.Info)
-          ? Effect.void
-          : Effect.annotateLogs(
-            Effect.logInfo("tool call"),
-            options.viaSandbox === true
-              ? { tool, outcome, ms, connection: caller.connectionShort, via: "execute_code" }
-              : { tool, outcome, ms, connection: caller.connectionShort }
-          )
-      )
 
     return {
       call,
