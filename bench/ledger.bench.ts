@@ -21,7 +21,9 @@ import { Auth } from "../src/services/Auth.js"
 import canonicalize from "canonicalize"
 import * as crypto from "node:crypto"
 import { LEDGER_HASH_DOMAIN } from "../src/domain/Ledger.js"
-import { eventHash, jcs, replay, settle } from "../src/domain/LedgerCore.js"
+import { settle } from "../src/domain/LedgerCore.js"
+import { eventHash, jcs } from "../src/domain/LedgerHash.js"
+import { replay } from "../src/domain/LedgerReplay.js"
 import { Ledger } from "../src/services/Ledger.js"
 
 /** sha256 hex through the same primitive the product uses (Node's one-shot `crypto.hash` where present) */

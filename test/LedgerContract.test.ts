@@ -3,7 +3,7 @@ import canonicalize from "canonicalize"
 import { JSONSchema } from "effect"
 import { createHash } from "node:crypto"
 import { LEDGER_CONTRACT_HASH, LEDGER_CONTRACT_VERSION, LEDGER_HASH_DOMAIN, LedgerEvent } from "../src/domain/Ledger.js"
-import { eventHash, jcs } from "../src/domain/LedgerCore.js"
+import { eventHash, jcs } from "../src/domain/LedgerHash.js"
 
 /** The IEEE 754 double with the given bit pattern. */
 const fromBits = (hex: string): number => {

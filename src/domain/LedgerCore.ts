@@ -1,132 +1,18 @@
-import canonicalize from "canonicalize"
-import * as crypto from "node:crypto"
 import { ValidationError } from "./Errors.js"
 import { CLAIM_TAKEOVER_FIELD } from "./Orphans.js"
 import type { AppendEvent, Evidence, LedgerEvent, ReviewState, SettledField, WorkState } from "./Ledger.js"
-import { EvidenceDowngrade, evidenceRank, InvalidTransition, LEDGER_HASH_DOMAIN, SelfCertification } from "./Ledger.js"
+import { EvidenceDowngrade, evidenceRank, InvalidTransition, SelfCertification } from "./Ledger.js"
 
 /**
- * The ledger's pure core: canonical hashing, the fold of one event onto a state, and the replay of a
- * whole chain. The same code validates an append (services/Ledger.ts) and verifies a stored history
- * (`sophia ledger verify`), so what was accepted is exactly what replays.
+ * The ledger's rules: the fold of one event onto a work item's state (what a valid transition is:
+ * evidence classes, no downgrade, no self-certification), and the drafts an append proposes. Pure. The
+ * same fold validates an append (services/ledger/Commit.ts) and replays a stored history
+ * (LedgerReplay.ts, `sophia ledger verify`), so what was accepted is exactly what replays; the hashing is
+ * LedgerHash.ts.
  */
 
 /** The settled field an approving verdict writes (with `verified` evidence); agents cannot assert it. */
 export const REVIEW_FIELD = "review"
-
-/** RFC 8785 canonical JSON (the `canonicalize` package). */
-export const jcs = (value: unknown): string => {
-  const out = canonicalize(value)
-  if (out === undefined) throw new Error("value has no JSON form")
-  return out
-}
-
-/** `JSON.stringify` of a string when that is also its JCS form (JCS refuses lone surrogates): else undefined. */
-const jsonString = (s: unknown): string | undefined => {
-  if (typeof s !== "string") return undefined
-  const out = JSON.stringify(s)
-  // a lone surrogate is the only thing JSON.stringify writes as \udXXX (a false alarm only costs the slow path)
-  return out.includes("\\ud") ? undefined : out
-}
-
-/** The hashed members of an event, in JCS order (UTF-16 code units). */
-const ENVELOPE_KEYS = ["actor", "at", "data", "evidence", "parent", "seq", "type", "work_id"] as const
-
-/** The JCS text of an event from its members' JSON texts, written in that fixed order (`ENVELOPE_KEYS`). */
-const eventText = (
-  actor: string,
-  at: string,
-  data: string,
-  evidence: string,
-  parent: string,
-  seq: string | number,
-  type: string,
-  workId: string
-) => `{"actor":${actor},"at":${at},"data":${data},"evidence":${evidence},"parent":${parent},"seq":${seq},"type":${type},"work_id":${workId}}`
-
-/**
- * The JCS of an event without its hash, as a function of the JCS of its data — when the event is a
- * plain object holding exactly the hashed members, every one but `data` a plain string (or null parent,
- * finite seq): then its canonical text is the members' concatenation in their fixed sorted order, and
- * taking the JCS of the data alone is all `jcs(event)` would do beyond this. Undefined otherwise (the
- * caller takes `jcs(event)`, which also throws exactly what it throws). Checking the other members first
- * keeps that so: `jcs(event)` meets `actor` and `at` before `data`, and nothing after `data` can throw here.
- */
-const envelopeOf = (event: Omit<LedgerEvent, "hash">): ((dataJcs: string) => string) | undefined => {
-  if (Object.getPrototypeOf(event) !== Object.prototype) return undefined
-  const keys = Object.keys(event)
-  if (keys.length !== ENVELOPE_KEYS.length) return undefined
-  for (const k of ENVELOPE_KEYS) if (!Object.hasOwn(event, k)) return undefined
-  const data: unknown = event.data
-  const actor = jsonString(event.actor)
-  const at = jsonString(event.at)
-  const evidence = jsonString(event.evidence)
-  const parent = event.parent === null ? "null" : jsonString(event.parent)
-  const type = jsonString(event.type)
-  const workId = jsonString(event.work_id)
-  if (
-    // (a `toJSON` on the data itself: `jcs` of it alone may refuse what inside the event it writes)
-    typeof data !== "object" || typeof (data as { toJSON?: unknown } | null)?.toJSON === "function" ||
-    actor === undefined || at === undefined || evidence === undefined ||
-    parent === undefined || type === undefined || workId === undefined || typeof event.seq !== "number" ||
-    !Number.isFinite(event.seq)
-  ) return undefined
-  const seq = JSON.stringify(event.seq)
-  return (dataJcs) => eventText(actor, at, dataJcs, evidence, parent, seq, type, workId)
-}
-
-/** sha256 hex of a string (UTF-8): Node's one-shot `crypto.hash` where it exists (20.12+), else a Hash object. */
-const sha256Hex: (text: string) => string = typeof crypto.hash === "function"
-  ? (text) => crypto.hash("sha256", text, "hex")
-  : (text) => crypto.createHash("sha256").update(text).digest("hex")
-
-const sha256Event = (parent: string | null, text: string): string => sha256Hex(LEDGER_HASH_DOMAIN + (parent ?? "") + text)
-
-/** `sha256("sophia-ledger-v1\0" ‖ parent ‖ JCS(event without hash))`, hex. */
-export const eventHash = (event: Omit<LedgerEvent, "hash">): string => {
-  const envelope = envelopeOf(event)
-  return sha256Event(event.parent, envelope === undefined ? jcs(event) : envelope(jcs(event.data)))
-}
-
-/**
- * An event's hash and the JCS of its data (what the store keeps in `data`), canonicalizing the data
- * once. Throws what `jcs` throws, for the event or for its data.
- */
-export const hashAndData = (event: Omit<LedgerEvent, "hash">): { readonly hash: string; readonly data: string } => {
-  const envelope = envelopeOf(event)
-  if (envelope === undefined) return { hash: sha256Event(event.parent, jcs(event)), data: jcs(event.data) }
-  const data = jcs(event.data)
-  return { hash: sha256Event(event.parent, envelope(data)), data }
-}
-
-/**
- * Whether `text`, which `JSON.parse` read as `value`, is already `jcs(value)`: `JSON.stringify` writes
- * parsed JSON exactly as JCS does (same numbers, same string escapes, no whitespace) except for the
- * order of keys, which JCS sorts by UTF-16 code units, and lone surrogates, which JCS refuses. So the
- * text is canonical when stringify gives it back, every object's keys are already in sorted order, and
- * it holds no escaped lone surrogate. Iterative: a deep value cannot overflow the stack.
- */
-export const isCanonicalJson = (text: string, value: unknown): boolean => {
-  if (text.includes("\\ud") || JSON.stringify(value) !== text) return false
-  const stack: Array<unknown> = [value]
-  while (stack.length > 0) {
-    const v = stack.pop()
-    if (v === null || typeof v !== "object") continue
-    if (Array.isArray(v)) {
-      for (let i = 0; i < v.length; i++) stack.push(v[i])
-      continue
-    }
-    const keys = Object.keys(v)
-    for (let i = 0; i < keys.length; i++) {
-      if (i > 0 && !(keys[i - 1] < keys[i])) return false
-      stack.push((v as Record<string, unknown>)[keys[i]])
-    }
-  }
-  return true
-}
-
-/** The hash of a settled state: equal states, equal hashes, however they were reached. */
-export const stateHash = (state: WorkState): string => sha256Hex(jcs(state))
 
 /** A mutable working copy of a work item's state (fields and reviews may be partial: only the keys an append touches). */
 export interface Working {
@@ -144,7 +30,8 @@ export interface Working {
 
 export type FoldRefusal = InvalidTransition | EvidenceDowngrade | SelfCertification | ValidationError
 
-const EVIDENCE_OF: Record<LedgerEvent["type"], ReadonlyArray<Evidence>> = {
+/** The evidence each event type may carry. */
+export const EVIDENCE_OF: Readonly<Record<LedgerEvent["type"], ReadonlyArray<Evidence>>> = {
   opened: ["asserted"],
   claimed: ["asserted"],
   released: ["asserted"],
@@ -296,177 +183,6 @@ export const applyEvent = (state: Working | null, event: LedgerEvent): { state: 
   return { state }
 }
 
-export interface ChainBreak {
-  readonly seq: number
-  readonly reason: string
-  readonly expected?: string | null
-  readonly actual?: string | null
-}
-
-/**
- * Replay a work item's events from scratch: check seq, parent links, each hash and each transition.
- * Deterministic: the same events always give the same state and the same `stateHash`.
- */
-export const replay = (events: ReadonlyArray<LedgerEvent>): { state: Working | null; break: ChainBreak | null } => {
-  let state: Working | null = null
-  let parent: string | null = null
-  for (let i = 0; i < events.length; i++) {
-    const event = events[i]
-    if (event.seq !== i + 1) return { state, break: { seq: event.seq, reason: "seq gap", expected: String(i + 1), actual: String(event.seq) } }
-    if (event.parent !== parent) return { state, break: { seq: event.seq, reason: "parent does not link to the previous event", expected: parent, actual: event.parent } }
-    const hash = event.hash
-    const recomputed = eventHash({
-      work_id: event.work_id,
-      seq: event.seq,
-      parent: event.parent,
-      type: event.type,
-      data: event.data,
-      evidence: event.evidence,
-      actor: event.actor,
-      at: event.at
-    } as Omit<LedgerEvent, "hash">)
-    if (recomputed !== hash) return { state, break: { seq: event.seq, reason: "hash mismatch", expected: recomputed, actual: hash } }
-    const applied = applyEvent(state, event)
-    if ("refusal" in applied) return { state, break: { seq: event.seq, reason: `invalid transition: ${applied.refusal.message}` } }
-    state = applied.state
-    parent = hash
-  }
-  return { state, break: null }
-}
-
-/**
- * A row of `ledger_events` as the store returns it (columns not yet decoded), as an array of its values in
- * the order of `STORED_EVENT_COLUMNS` (verify reads a long chain so: no object per row).
- */
-export type StoredEventValues = readonly [
-  work_id: unknown,
-  seq: unknown,
-  parent: unknown,
-  type: unknown,
-  data: unknown,
-  evidence: unknown,
-  actor: unknown,
-  at: unknown,
-  hash: unknown
-]
-/** The columns of `ledger_events` a `StoredEventValues` holds, in its order. */
-export const STORED_EVENT_COLUMNS = "work_id, seq, parent, type, data, evidence, actor, at, hash"
-
-const isString = (v: unknown): v is string => typeof v === "string"
-const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v)
-/** `o` has exactly the own keys `keys` (JSON.parse makes plain objects: own, enumerable, no prototype tricks). */
-const hasExactly = (o: Record<string, unknown>, keys: ReadonlyArray<string>): boolean => {
-  if (Object.keys(o).length !== keys.length) return false
-  for (const k of keys) if (!Object.hasOwn(o, k)) return false
-  return true
-}
-const VERDICTS = new Set<unknown>(["approved", "changes_requested", "rejected"])
-
-/** Whether `data` is exactly (no member more, none missing) the data of a `type` event of the contract. */
-const plainData = (type: LedgerEvent["type"], d: Record<string, unknown>): boolean => {
-  switch (type) {
-    case "opened":
-      return hasExactly(d, ["title"]) && isString(d.title)
-    case "claimed":
-    case "released":
-      return hasExactly(d, [])
-    case "asserted":
-      return hasExactly(d, ["field", "value"]) && isString(d.field)
-    case "observed":
-      return hasExactly(d, ["field", "value", "source"]) && isString(d.field) && isString(d.source)
-    case "review_requested": {
-      const a = d.artifact
-      return hasExactly(d, ["request_id", "artifact", "reviewer"]) && isString(d.request_id) &&
-        (d.reviewer === null || isString(d.reviewer)) && isRecord(a) && hasExactly(a, ["uri", "sha256"]) &&
-        isString(a.uri) && isString(a.sha256)
-    }
-    case "review_verdict":
-      return hasExactly(d, ["request_id", "verdict", "artifact_sha256", "notes"]) && isString(d.request_id) &&
-        VERDICTS.has(d.verdict) && isString(d.artifact_sha256) && (d.notes === null || isString(d.notes))
-    case "closed":
-      return hasExactly(d, ["resolution"]) && isString(d.resolution)
-  }
-}
-
-/** A BIGINT column: a number (SQLite) or its decimal text (Postgres); undefined for anything else. */
-const seqOf = (v: unknown): number | undefined =>
-  typeof v === "number" ? v : typeof v === "string" && /^[1-9][0-9]{0,14}$/.test(v) ? Number(v) : undefined
-
-/** Where a replay stands after a prefix of a chain: the state so far, the last hash, the last seq. */
-export interface ReplayCursor {
-  readonly state: Working | null
-  readonly parent: string | null
-  readonly seq: number
-}
-
-export const REPLAY_START: ReplayCursor = { state: null, parent: null, seq: 0 }
-
-/**
- * `replay`, continued over the next rows of a stored chain (read in pages), without the Schema: the
- * cursor after them when every row is plainly in the vocabulary (every column of its kind, data with
- * exactly its type's members — nothing the Schema would strip or refuse), follows on in seq, links to
- * its parent, hashes to what it stores and is a valid transition; undefined at the first thing that is
- * not so. It certifies only a clean chain: whatever it does not certify, the caller checks again the
- * slow, exact way (the Schema and `replay`), so a break is always reported by the code that always
- * reported it. The event it folds is the one the Schema decodes from the row, and its hash is
- * `eventHash` of it: the envelope is written out in its fixed JCS order, and the data column — the JCS
- * of the data, as the append wrote it — is hashed as it stands once `isCanonicalJson` confirms it (else
- * canonicalized again). The cursor's state is updated in place.
- */
-export const replayStored = (
-  rows: ReadonlyArray<StoredEventValues>,
-  cursor: ReplayCursor
-): ReplayCursor | undefined => {
-  let { parent, seq, state } = cursor
-  let parentJson = parent === null ? "null" : jsonString(parent)
-  if (parentJson === undefined) return undefined
-  // the same work item and (mostly) the same actor row after row: their JSON is written once
-  let workId: unknown = undefined
-  let workIdJson: string | undefined
-  let actor: unknown = undefined
-  let actorJson: string | undefined
-  for (let i = 0; i < rows.length; i++) {
-    const [rowWorkId, rowSeqValue, rowParent, type, rowData, evidence, rowActor, at, hash] = rows[i]
-    const rowSeq = seqOf(rowSeqValue)
-    if (
-      rowSeq !== seq + 1 || rowParent !== parent || !isString(hash) || !isString(type) || !isString(evidence) ||
-      !Object.hasOwn(EVIDENCE_OF, type) || !EVIDENCE_OF[type as LedgerEvent["type"]].includes(evidence as Evidence) ||
-      !isString(at) || !isString(rowData)
-    ) return undefined
-    if (rowWorkId !== workId) {
-      workId = rowWorkId
-      workIdJson = jsonString(workId)
-    }
-    if (rowActor !== actor) {
-      actor = rowActor
-      actorJson = jsonString(actor)
-    }
-    const atJson = jsonString(at)
-    if (workIdJson === undefined || actorJson === undefined || atJson === undefined) return undefined
-    let data: unknown
-    let dataJcs: string
-    try {
-      data = JSON.parse(rowData)
-      if (!isRecord(data) || !plainData(type as LedgerEvent["type"], data)) return undefined
-      dataJcs = isCanonicalJson(rowData, data) ? rowData : jcs(data)
-    } catch {
-      return undefined
-    }
-    // `type` and `evidence` are literals of the vocabulary (plain ASCII): their JSON is their quoted text
-    const text = eventText(actorJson, atJson, dataJcs, `"${evidence}"`, parentJson, rowSeq, `"${type}"`, workIdJson)
-    if (sha256Event(parent, text) !== hash) return undefined
-    const event = { work_id: workId, seq: rowSeq, parent, type, data, evidence, actor, at, hash } as LedgerEvent
-    const applied = applyEvent(state, event)
-    if ("refusal" in applied) return undefined
-    state = applied.state
-    parent = hash
-    // a hash that matched is our own sha256 hex: its JSON is the quoted text
-    parentJson = `"${hash}"`
-    seq = rowSeq
-  }
-  return { state, parent, seq }
-}
-
 /** A working state as the frozen `WorkState` (sorted, plain). */
 export const settle = (state: Working): WorkState => ({
   work_id: state.work_id,
@@ -498,4 +214,3 @@ export const draftOf = (event: AppendEvent, actor: string): Draft => {
       return { type: "closed", data: { resolution: event.resolution }, evidence: "asserted", actor }
   }
 }
-
