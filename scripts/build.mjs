@@ -2,10 +2,14 @@
 /**
  * `npm run build` (also run by `npm ci` through `prepare`, and by the test suite's global setup):
  *  1. the library: every src/**\/*.ts transpiled one-to-one to dist/ (esbuild, no bundling: an embedder's
- *     `effect` stays the one instance), plus src/sandbox/child.mjs where Sandbox.js looks for it;
+ *     `effect` stays the one instance), plus the worker scripts (src/**\/*.mjs: the sandbox child, the
+ *     SQLite checkpoint worker) beside the modules that start them;
  *  2. its declarations: `tsc -p tsconfig.build.json` (dist/**\/*.d.ts);
  *  3. the CLI: src/main.ts bundled to dist/cli/ (code-split, minified; native modules external) so a
- *     command starts by parsing a few files instead of resolving hundreds of modules.
+ *     command starts by parsing a few files instead of resolving hundreds of modules; the worker scripts
+ *     are copied beside its chunks too.
+ * A module starts a worker script by `new URL("./name.mjs", import.meta.url)`: the script sits beside it in
+ * src/ (tsx, vitest) and dist/, and beside the chunk its code is bundled into in dist/cli/.
  * `--if-stale` skips the build when dist/ is newer than src/, package.json and this script.
  */
 import { spawnSync } from "node:child_process"
@@ -46,7 +50,8 @@ await build({
   sourcemap: false,
   logLevel: "warning"
 })
-// the sandbox child (.mjs) and the portal's static assets (served by path from dist/mcp/portal/assets/)
+// the worker scripts (.mjs) and the portal's static assets (served by path from dist/mcp/portal/assets/)
+const workers = walk(src).filter((f) => f.endsWith(".mjs"))
 for (const f of walk(src).filter((f) => f.endsWith(".mjs") || f.includes(`${path.sep}portal${path.sep}assets${path.sep}`))) {
   const to = path.join(next, path.relative(src, f))
   fs.mkdirSync(path.dirname(to), { recursive: true })
@@ -66,7 +71,7 @@ if (tsc.status !== 0) {
 await build({
   entryPoints: { sophia: path.join(src, "main.ts") },
   outdir: path.join(next, "cli"),
-  chunkNames: "[name]-[hash]", // beside sophia.js: ../sandbox/child.mjs resolves from any chunk
+  chunkNames: "[name]-[hash]", // beside sophia.js and the worker scripts copied below
   bundle: true,
   splitting: true,
   minify: true,
@@ -79,6 +84,17 @@ await build({
   legalComments: "none",
   logLevel: "warning"
 })
+
+// the worker scripts beside the CLI's chunks: bundled, a module's `new URL("./name.mjs", import.meta.url)`
+// resolves from its chunk, in dist/cli/ (one folder: two scripts of one name would be one file)
+const workerNames = workers.map((f) => path.basename(f))
+const clash = workerNames.find((name, i) => workerNames.indexOf(name) !== i)
+if (clash !== undefined) {
+  fs.rmSync(next, { recursive: true, force: true })
+  console.error(`sophia build: two worker scripts are named ${clash}; the CLI bundle needs their names distinct`)
+  process.exit(1)
+}
+for (const f of workers) fs.copyFileSync(f, path.join(next, "cli", path.basename(f)))
 
 const old = path.join(root, `.dist-old-${process.pid}`)
 if (fs.existsSync(dist)) fs.renameSync(dist, old)
