@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Exit, Fiber, Random, Ref, TestClock } from "effect"
-import { makePermit } from "../src/layers/Permit.js"
+import { makePermit } from "../src/layers/sqlite/Permit.js"
 
 /** Wait until `n` fibers queue behind the holder (each `take` registers synchronously once it runs). */
 const settle = Effect.repeatN(Effect.yieldNow(), 50)

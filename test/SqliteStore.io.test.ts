@@ -1,5 +1,5 @@
 /**
- * The SQLite store's I/O paths on a real file (src/layers/Sql.ts): WAL checkpoints in a worker thread,
+ * The SQLite store's I/O paths on a real file (src/layers/sqlite/): WAL checkpoints in a worker thread,
  * off the event loop, with their fallbacks, and single reads outside a transaction routed to the warm
  * writer connection when the write permit is free — never into another fiber's open transaction.
  */
@@ -13,7 +13,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import type { CheckpointEvent, CheckpointTuning } from "../src/layers/Sql.js"
 import { sqliteClient } from "../src/layers/Sql.js"
-import { StoreVersion } from "../src/services/Statements.js"
+import { StoreVersion } from "../src/services/store/Statements.js"
 
 const tempDb = () => path.join(fs.mkdtempSync(path.join(os.tmpdir(), "sophia-io-")), "store.db")
 const fixture = (name: string) => new URL(`./fixtures/${name}`, import.meta.url)

@@ -1,14 +1,14 @@
 /**
  * The Postgres store: `@effect/sql-pg`'s `SqlClient` over a connection pool, for any number of daemons
  * on one database. Services see the same `SqlClient` as on SQLite; what differs between the dialects is
- * kept here and in `services/Dialect.ts`:
+ * kept here and in the store seam's modules under `services/store/` (locking: `Locking.ts`):
  *  - BIGINT (`int8`), `COUNT(*)` and `SUM` (`numeric`) come back from `pg` as strings; here they are
  *    parsed to JavaScript numbers (every counter, seq and position stays far below 2^53);
  *  - migrations run once, under a session advisory lock, even when several daemons start together
  *    (see `Migrations.runMigrationsOnce`);
  *  - transactions are READ COMMITTED (Postgres' default): the rules that relied on SQLite's single writer
  *    are explicit in the services (row locks of conditional updates and upserts, unique constraints,
- *    `pg_advisory_xact_lock` where no row exists to lock; each says which and why).
+ *    an advisory lock through `Locking.serialize` where no row exists to lock; each says which and why).
  */
 import * as PgClient from "@effect/sql-pg/PgClient"
 import type * as Client from "@effect/sql/SqlClient"

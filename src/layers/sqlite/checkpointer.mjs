@@ -1,8 +1,9 @@
 /**
- * The WAL checkpointer of a SQLite store (see `checkpointsOffLoop` in Sql.ts): a worker thread with its own
- * connection to the database file. It runs a PASSIVE checkpoint each time the main thread asks, so the
- * checkpoint's copying and fsyncs never run on the event loop. Plain JavaScript beside Sql.ts (copied to
- * dist/layers/ by the build) so the same file serves src/, dist/ and the bundled CLI.
+ * The WAL checkpointer of a SQLite store (see `checkpointsOffLoop` in ./Checkpoints.ts): a worker thread with
+ * its own connection to the database file. It runs a PASSIVE checkpoint each time the main thread asks, so
+ * the checkpoint's copying and fsyncs never run on the event loop. Plain JavaScript beside Checkpoints.ts
+ * (copied to dist/layers/sqlite/ and beside the CLI's chunks in dist/cli/ by the build) so the same file
+ * serves src/, dist/ and the bundled CLI.
  *
  * In:  `{ id, commits }` (checkpoint, then answer), or `"stop"` (close the connection and end the thread).
  * Out: `{ id, commits, busy, log, checkpointed }` (PRAGMA wal_checkpoint's row), or `{ id, commits, error }`.
