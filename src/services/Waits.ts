@@ -1,4 +1,3 @@
-import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { makeDeclaration } from "./waits/Declaration.js"
 import { makeGraph } from "./waits/Graph.js"
@@ -32,13 +31,6 @@ export class Waits extends Effect.Service<Waits>()("sophia/Waits", {
     const { sweep } = yield* makeSweep(resolutions)
     const { flags, signals, signalsAfter } = yield* makeSignals
     const { countOpen, countOrphaned, graph, openCountsByWaiter } = yield* makeGraph
-    // Retiring (SQL handed across services): until layers/App.ts and Orient.ts ask `flags` and `countOpen`
-    const sql = yield* SqlClient.SqlClient
-    const openExpr = (waiter: string) =>
-      sql`EXISTS (SELECT 1 FROM waits WHERE waiter_connection_id = ${waiter} AND status = 'open')`
-    const undeliveredExpr = (waiter: string) =>
-      sql`EXISTS (SELECT 1 FROM waits WHERE waiter_connection_id = ${waiter} AND status <> 'open' AND delivered_at IS NULL)`
-    const countOpenExpr = (userId: string) => sql`(SELECT COUNT(*) FROM waits WHERE user_id = ${userId} AND status = 'open')`
     return {
       declare,
       cancel,
@@ -51,10 +43,7 @@ export class Waits extends Effect.Service<Waits>()("sophia/Waits", {
       graph,
       countOrphaned,
       onPostLanded,
-      onConnectionRevoked,
-      openExpr,
-      undeliveredExpr,
-      countOpenExpr
+      onConnectionRevoked
     } as const
   })
 }) {}
