@@ -6,7 +6,8 @@ import { SqlClient } from "@effect/sql"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { SophiaTest } from "../src/layers/App.js"
-import { limitTo, rowsOf } from "../src/services/Statements.js"
+import { rowsOf } from "../src/services/Statements.js"
+import { limitTo } from "../src/services/store/Statements.js"
 
 describe("limitTo", () => {
   it.effect("writes the LIMIT into the statement's text, never as a bound parameter (SQLite re-plans a bound LIMIT on every run)", () =>
