@@ -81,15 +81,3 @@ export const fuseRrf = (lists: ReadonlyArray<ReadonlyArray<KindHit>>, k: number,
     .slice(0, limit)
     .map((x) => x.item)
 }
-
-/** The words of a free-text query as an FTS5 expression: each word quoted (no query syntax leaks through), any may match. */
-export const ftsQuery = (text: string): string | undefined => {
-  const words = (text.match(/[\p{L}\p{N}_]+/gu) ?? []).slice(0, 32)
-  return words.length === 0 ? undefined : words.map((w) => `"${w}"`).join(" OR ")
-}
-
-/** The same words as a Postgres `tsquery` (each a quoted lexeme, any may match). */
-export const tsQuery = (text: string): string | undefined => {
-  const words = (text.match(/[\p{L}\p{N}_]+/gu) ?? []).slice(0, 32)
-  return words.length === 0 ? undefined : words.map((w) => `'${w.toLowerCase()}'`).join(" | ")
-}

@@ -10,6 +10,7 @@ import search from "./migrations/0007_search.js"
 import portal from "./migrations/0008_portal.js"
 import readsByPosition from "./migrations/0009_reads_by_position.js"
 import postsSearchBatched from "./migrations/0010_posts_search_batched.js"
+import knowledgeSearchBatched from "./migrations/0011_knowledge_search_batched.js"
 
 /**
  * Every schema change, in order, as a static record (no file-system loader: the daemon runs from
@@ -25,7 +26,8 @@ export const migrations = {
   "0007_search": search,
   "0008_portal": portal,
   "0009_reads_by_position": readsByPosition,
-  "0010_posts_search_batched": postsSearchBatched
+  "0010_posts_search_batched": postsSearchBatched,
+  "0011_knowledge_search_batched": knowledgeSearchBatched
 }
 
 export const runMigrations = Migrator.make({})({

@@ -1,10 +1,14 @@
-import { Effect } from "effect"
+import { Config, Duration, Effect, Layer, Queue } from "effect"
 import type { Caller } from "../domain/Auth.js"
 import { LIMITS } from "../domain/Knowledge.js"
 import type { KindHit, SearchInput, SearchKind, SearchOutput } from "../domain/Search.js"
 import { fuseRrf, RRF_K, SEARCH_KINDS } from "../domain/Search.js"
 import { Coordination } from "./Coordination.js"
+import { Events } from "./Events.js"
 import { Knowledge } from "./Knowledge.js"
+import { spanned } from "./Spans.js"
+import type { TextKind } from "./store/FullText.js"
+import { makeFullText } from "./store/FullText.js"
 
 /**
  * The use case behind `sophia.search`: each kind is ranked by BM25 in the index of the service that owns
@@ -55,20 +59,76 @@ export class Search extends Effect.Service<Search>()("sophia/Search", {
       }
     }
 
-    const search = Effect.fn("Search.search")(function*(caller: Caller, input: SearchInput) {
-      const limit = input.limit ?? LIMITS.searchLimitDefault
-      const kinds = input.kinds !== undefined && input.kinds.length > 0
-        ? SEARCH_KINDS.filter((k) => input.kinds!.includes(k))
-        : SEARCH_KINDS
-      const lists = yield* Effect.forEach(kinds, (kind) => ranked(caller, kind, input.query, limit))
-      const result: SearchOutput = {
-        items: fuseRrf(lists, RRF_K, limit),
-        total: lists.reduce((n, l) => n + l.length, 0),
-        fusion: { method: "rrf", k: RRF_K, signals: ["bm25"] }
-      }
-      return result
-    })
+    const search = spanned(
+      "Search.search",
+      Effect.fnUntraced(function*(caller: Caller, input: SearchInput) {
+        const limit = input.limit ?? LIMITS.searchLimitDefault
+        const kinds = input.kinds !== undefined && input.kinds.length > 0
+          ? SEARCH_KINDS.filter((k) => input.kinds!.includes(k))
+          : SEARCH_KINDS
+        const lists = yield* Effect.forEach(kinds, (kind) => ranked(caller, kind, input.query, limit))
+        const result: SearchOutput = {
+          items: fuseRrf(lists, RRF_K, limit),
+          total: lists.reduce((n, l) => n + l.length, 0),
+          fusion: { method: "rrf", k: RRF_K, signals: ["bm25"] }
+        }
+        return result
+      })
+    )
 
     return { search } as const
   })
 }) {}
+
+const POSTS: ReadonlyArray<TextKind> = ["posts"]
+const KNOWLEDGE: ReadonlyArray<TextKind> = ["documents", "facts"]
+
+/**
+ * The SQLite full-text indexes kept close behind the writes (store/FullText.ts, one mechanism for the three
+ * kinds): the users whose posts landed (committed `PostLanded` events) or whose documents or facts changed
+ * (`Knowledge.changes`, told after each commit) are collected for `SOPHIA_SEARCH_INDEX_DELAY_MS` (default
+ * 250) after the first, then each is caught up in batches, by one fiber that lives as long as the app. At
+ * start, once, whatever another process left unindexed. A failed batch is logged and retried with the next
+ * write; a search never waits for this fiber (it catches its user up itself). Nothing on Postgres.
+ */
+export const SearchIndexFeed = Layer.scopedDiscard(Effect.gen(function*() {
+  const events = yield* Events
+  const knowledge = yield* Knowledge
+  const fullText = yield* makeFullText
+  if (!fullText.batched) return
+  const delay = yield* Config.integer("SOPHIA_SEARCH_INDEX_DELAY_MS").pipe(Config.withDefault(250), Effect.orDie)
+  const due = yield* Queue.unbounded<{ readonly kinds: ReadonlyArray<TextKind>; readonly userId: string }>()
+  const committed = yield* events.listen
+  const changes = yield* knowledge.changes
+  yield* Queue.take(committed).pipe(
+    Effect.flatMap((event) => event._tag === "PostLanded" ? Queue.offer(due, { kinds: POSTS, userId: event.user_id }) : Effect.void),
+    Effect.forever,
+    Effect.forkScoped
+  )
+  yield* Queue.take(changes).pipe(
+    Effect.flatMap((userId) => Queue.offer(due, { kinds: KNOWLEDGE, userId })),
+    Effect.forever,
+    Effect.forkScoped
+  )
+  const index = (kind: TextKind, users?: Iterable<string>) =>
+    fullText.catchUpAll(kind, users).pipe(
+      Effect.catchAllCause((cause) => Effect.logWarning(`indexing ${kind} for search failed; retrying with the next write`, cause))
+    )
+  const batch = Effect.gen(function*() {
+    const first = yield* Queue.take(due)
+    yield* Effect.sleep(Duration.millis(delay))
+    const users = new Map<TextKind, Set<string>>()
+    for (const { kinds, userId } of [first, ...(yield* Queue.takeAll(due))]) {
+      for (const kind of kinds) {
+        const set = users.get(kind) ?? new Set<string>()
+        users.set(kind, set.add(userId))
+      }
+    }
+    for (const [kind, which] of users) yield* index(kind, which)
+  })
+  yield* Effect.forEach(["posts", "documents", "facts"] as const, (kind) => index(kind)).pipe(
+    Effect.zipRight(Effect.forever(batch)),
+    Effect.annotateLogs({ fiber: "search-index" }),
+    Effect.forkScoped
+  )
+}))
