@@ -1,6 +1,6 @@
 import { Schema } from "effect"
 
-/** What a connection may do (DESIGN "Profiles and access"). `portal` is the owner's browser session. */
+/** What a connection may do (the access table: Access.ts). `portal` is the owner's browser session. */
 export const PROFILES = ["observer", "assistant", "full"] as const
 export const Profile = Schema.Literal(...PROFILES)
 export type Profile = typeof Profile.Type

@@ -184,7 +184,7 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
     const ensureUser = (name: string, isOwner: boolean) =>
       Effect.gen(function*() {
         // find-or-create by name: concurrent writers (two daemons creating the same user) go one at a time
-        // (advisory lock, Dialect.ts), so the loser finds the winner's row instead of hitting users.name UNIQUE
+        // (advisory lock, store/Locking.ts), so the loser finds the winner's row instead of hitting users.name UNIQUE
         yield* serialize(sql, `users/${name}`)
         const existing = yield* userIdByName(name)
         if (Option.isSome(existing)) return existing.value
@@ -203,7 +203,7 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
         const name = yield* decodeName(input.name).pipe(
           Effect.mapError(() => new ValidationError({ detail: `invalid connection name ${JSON.stringify(input.name)}` }))
         )
-        // the name-clash check and the insert are one decision per user: serialized (advisory lock, Dialect.ts),
+        // the name-clash check and the insert are one decision per user: serialized (advisory lock, store/Locking.ts),
         // so two daemons minting the same name give one connection and one ValidationError, never a
         // unique-index violation (connections_live_name stays the backstop)
         yield* serialize(sql, `connection-names/${input.userId}`)
@@ -323,13 +323,14 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
     // one); what is saved is decoding a row through its Schema, which costs more than the statement.
     const callerOf = rowMemo(sameIdentity, toCaller)
     const infoOf = rowMemo(sameRow, toInfo)
-    const touchSeen = (id: string, now: number) => Effect.orDie(seenAt({ id, at: new Date(now).toISOString() }))
+    const touchSeen = (id: string, now: number) =>
+      seenAt({ id, at: new Date(now).toISOString() }).pipe(Effect.catchTag("SqlError", Effect.die))
 
     /** Check a bearer against its row, on every call. Missing, malformed, unknown or revoked: `Unauthenticated`. */
     const authenticate = (bearer: string | undefined | null): Effect.Effect<Caller, Unauthenticated> => {
       if (!bearer || !bearer.startsWith(BEARER_PREFIX) || bearer.length > 200) return Effect.fail(new Unauthenticated())
       const hash = hashBearer(bearer)
-      return Effect.flatMap(Effect.orDie(byHash({ hash })), (rows) => {
+      return Effect.flatMap(Effect.catchTag(byHash({ hash }), "SqlError", Effect.die), (rows) => {
         const row = rows[0] as RawConnectionRow | undefined
         if (row === undefined) return Effect.fail(new Unauthenticated())
         return Effect.clockWith((clock) => {
@@ -346,7 +347,7 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
     /** Record that a connection is alive now (beacon). */
     const touch = Effect.fnUntraced(function*(connectionId: string) {
       yield* seenAt({ id: connectionId, at: yield* nowIso })
-    }, Effect.orDie)
+    }, Effect.catchTag("SqlError", Effect.die))
 
     /** Look a connection up by id, revoked or not (for live name joins outside SQL). */
     const get = Effect.fnUntraced(function*(connectionId: string) {
@@ -361,7 +362,7 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
       const unique = [...new Set(ids)]
       if (unique.length === 0) return Effect.succeed(new Map())
       return rawRowsByIds({ ids: unique }).pipe(
-        Effect.orDie,
+        Effect.catchTag("SqlError", Effect.die),
         Effect.flatMap((rows) => {
           const found = new Map<string, ConnectionInfo>()
           for (const row of rows) {
@@ -389,7 +390,7 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
     }
 
     /**
-     * The access rules of DESIGN "Profiles and access", the one function every tool call passes
+     * The access rules (the profiles-and-access table, domain/Access.ts), the one function every tool call passes
      * through. A forbidden class is refused here; a call that needs an approval ("approval" for an
      * assistant's write, "owner_approval" for any elevated tool) is handed to the Approvals flow by the
      * dispatcher, which binds a pending approval to the exact arguments and waits for the decision.
