@@ -95,6 +95,28 @@ describe("sophia.search", () => {
       assert.deepStrictEqual((yield* ok(stranger, "sophia.search", { query: "storage" })).items, [])
     }).pipe(Effect.provide(SophiaTest)))
 
+  it.effect("deleted facts never crowd live ones out of a kind's list (the same on both stores)", () =>
+    Effect.gen(function*() {
+      const knowledge = yield* Knowledge
+      const { caller } = yield* connect("zoologist", "full")
+      const doc = (yield* ok(caller, "sophia.add_document", { title: "Zebra field notes", body: "zebras seen at dawn" })).document_id
+      const live = yield* ok(caller, "sophia.submit_claim_graph", {
+        claims: [
+          { subject: "zebra", predicate: "is", object: "striped", source_ids: [doc] },
+          { subject: "zebra", predicate: "grazes", object: "grass", source_ids: [doc] }
+        ]
+      })
+      // six facts that match the word more often than the live ones (BM25 and ts_rank both rank them first), then reverted
+      const stronger = yield* ok(caller, "sophia.submit_claim_graph", {
+        claims: Array.from({ length: 6 }, (_, i) => ({ subject: "zebra zebra", predicate: `zebra ${i}`, object: "zebra", source_ids: [doc] }))
+      })
+      yield* knowledge.revert(caller, stronger.mutation_id)
+      const hits = yield* knowledge.searchFacts(caller, "zebra", 2)
+      assert.sameMembers(hits.map((h) => h.fact_id), [...live.fact_ids])
+      const fused = yield* ok(caller, "sophia.search", { query: "zebra", kinds: ["facts"], limit: 2 })
+      assert.sameMembers(fused.items.map((i: any) => i.id), [...live.fact_ids])
+    }).pipe(Effect.provide(SophiaTest)))
+
   it.effect("compact is at most 6 keys; fields projects exactly; an unknown field is refused with valid_keys", () =>
     Effect.gen(function*() {
       const { owner } = yield* seed
