@@ -1,6 +1,5 @@
 import type { SqlClient } from "@effect/sql"
-import { Config, Duration, Effect, Layer, Queue } from "effect"
-import type { DomainEvent } from "../domain/Events.js"
+import { Effect, Layer, Queue } from "effect"
 import { Dispatcher } from "../mcp/Dispatch.js"
 import { Envelope } from "../mcp/Envelope.js"
 import * as Http from "../mcp/Http.js"
@@ -25,7 +24,7 @@ import { Orient } from "../services/Orient.js"
 import { ReadModel } from "../services/readmodel/ReadModel.js"
 import { Portal } from "../services/Portal.js"
 import { PortalRoutesLive } from "../mcp/portal/Routes.js"
-import { Search } from "../services/Search.js"
+import { Search, SearchIndexFeed } from "../services/Search.js"
 import { Waits } from "../services/Waits.js"
 import { Wakeups } from "../services/Wakeups.js"
 import { MetricsScrapeLive, RequestLogOn } from "../observability/Metrics.js"
@@ -95,43 +94,6 @@ export const WakeupFeed = Layer.scopedDiscard(Effect.gen(function*() {
     Effect.flatMap(wakeups.feed),
     Effect.forever,
     Effect.annotateLogs({ fiber: "wakeups" }),
-    Effect.forkScoped
-  )
-}))
-
-/**
- * The posts' full-text index on SQLite (see `Coordination`, "Search"): the users whose posts landed are
- * collected from the committed `PostLanded` events for `SOPHIA_SEARCH_INDEX_DELAY_MS` (default 250) after
- * the first, then their posts are indexed in one batch each, by one listener fiber that lives as long as
- * the app. At start, once, whatever another process left unindexed. A failed batch is logged and retried
- * with the next post; a search never waits for this fiber (it indexes what it is missing itself).
- */
-export const SearchIndexFeed = Layer.scopedDiscard(Effect.gen(function*() {
-  const events = yield* Events
-  const coordination = yield* Coordination
-  if (!coordination.postsIndexedInBatches) return
-  const delay = yield* Config.integer("SOPHIA_SEARCH_INDEX_DELAY_MS").pipe(Config.withDefault(250), Effect.orDie)
-  const committed = yield* events.listen
-  const users = new Set<string>()
-  const collect = (event: DomainEvent) => {
-    if (event._tag === "PostLanded") users.add(event.user_id)
-  }
-  const index = (which?: Iterable<string>) =>
-    coordination.indexPosts(which).pipe(
-      Effect.catchAllCause((cause) => Effect.logWarning("indexing posts for search failed; retrying with the next post", cause))
-    )
-  const batch = Effect.gen(function*() {
-    collect(yield* Queue.take(committed))
-    if (users.size === 0) return
-    yield* Effect.sleep(Duration.millis(delay))
-    for (const event of yield* Queue.takeAll(committed)) collect(event)
-    const now = [...users]
-    users.clear()
-    yield* index(now)
-  })
-  yield* index().pipe(
-    Effect.zipRight(Effect.forever(batch)),
-    Effect.annotateLogs({ fiber: "search-index" }),
     Effect.forkScoped
   )
 }))
