@@ -2,7 +2,9 @@ import { Effect } from "effect"
 import { silentAfterSConfig } from "../domain/Orphans.js"
 import { Auth } from "./Auth.js"
 import { Events } from "./Events.js"
+import { makeLedgerChain } from "./ledger/Chain.js"
 import { makeCommit } from "./ledger/Commit.js"
+import { makeLists } from "./ledger/Lists.js"
 import { makeObservations } from "./ledger/Observations.js"
 import { makeReads } from "./ledger/Reads.js"
 import { makeLedgerStore } from "./ledger/Store.js"
@@ -18,9 +20,10 @@ export type { VerifyReport } from "./ledger/Verify.js"
  * elsewhere reaches it as domain events (`observePost`, `observeRevocation`, `observeWait`), wired where
  * the layers are composed.
  *
- * Its modules, one job each (src/services/ledger/): the store (every statement on its tables), the one
- * write path with its in-hand states (Commit, InHand), the writes (append, observations, reviews), the
- * reads, verification, and the domain events it observes. This file only assembles them.
+ * Its modules, one job each (src/services/ledger/): the store of head rows, fields and reviews (Store)
+ * and of the chains (Chain), the one write path with its in-hand states (Commit, InHand), the writes
+ * (Writes: append, observations, reviews), the reads of one item (Reads), the work lists (Lists),
+ * verification (Verify) and the domain events it observes (Observations). This file assembles them.
  */
 export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
   effect: Effect.gen(function*() {
@@ -28,11 +31,13 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
     const events = yield* Events
     const silentAfterS = yield* Effect.orDie(silentAfterSConfig)
     const store = yield* makeLedgerStore
+    const chain = yield* makeLedgerChain
     const commit = makeCommit(store, events)
     const writes = makeWrites({ commit, store, auth, silentAfterS })
-    const reads = makeReads({ store, auth, silentAfterS })
-    const { verify } = makeVerify(store)
-    const observations = makeObservations({ store, observe: writes.observe })
+    const reads = makeReads({ store, chain, auth })
+    const lists = yield* makeLists({ auth, silentAfterS })
+    const { verify } = makeVerify(store, chain)
+    const observations = makeObservations({ claimedBy: lists.claimedBy, observe: writes.observe })
 
     return {
       append: writes.append,
@@ -45,11 +50,11 @@ export class Ledger extends Effect.Service<Ledger>()("sophia/Ledger", {
       verify,
       events: reads.events,
       state: reads.state,
-      countWork: reads.countWork,
-      claimedBy: reads.claimedBy,
-      claimedByConnections: reads.claimedByConnections,
-      listWork: reads.listWork,
-      orphanedWork: reads.orphanedWork,
+      countWork: lists.countWork,
+      claimedBy: lists.claimedBy,
+      claimedByConnections: lists.claimedByConnections,
+      listWork: lists.listWork,
+      orphanedWork: lists.orphanedWork,
       observesPost: observations.observesPost,
       observePost: observations.observePost,
       observesWait: observations.observesWait,

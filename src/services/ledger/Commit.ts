@@ -88,110 +88,111 @@ const fold = (
 }
 
 /**
+ * The state at the expected head read from the tables: the head row with the fields the drafts touch
+ * (and the reviews they answer), refused when the head is not the one expected; with the lead's drafts
+ * (decided on that row) ahead of `drafts`.
+ */
+const readAt = (
+  store: LedgerStore,
+  userId: string,
+  workId: string,
+  expected: string | null | typeof CURRENT,
+  names: ReadonlySet<string>,
+  ids: ReadonlySet<string>,
+  drafts: ReadonlyArray<Draft>,
+  lead: Lead | undefined
+) =>
+  Effect.gen(function*() {
+    const joined = names.size === 0 ? undefined : yield* store.headWithFields(userId, workId, [...names])
+    const row: WorkRow | undefined = joined === undefined ? yield* store.loadWork(userId, workId) : joined[0]
+    if (expected === CURRENT) {
+      if (!row) return yield* new NotFound({ what: "work item", id: workId })
+    } else if (expected === null) {
+      if (row) return yield* new HeadMoved({ work_id: workId, expected, actual: row.head })
+    } else if (!row || row.head !== expected) {
+      return yield* new HeadMoved({ work_id: workId, expected, actual: row?.head ?? null })
+    }
+    const state = row ? workingOf(workId, row) : null
+    if (state) {
+      for (const j of joined ?? []) {
+        if (j.f_field !== null) {
+          state.fields[j.f_field] = { value: JSON.parse(j.f_value!), evidence: j.f_evidence!, set_by: j.f_set_by!, at: j.f_at!, seq: j.f_seq! }
+        }
+      }
+      if (ids.size > 0) {
+        for (const r of yield* store.loadReviews(userId, workId, [...ids])) state.reviews[r.request_id] = reviewOf(r)
+      }
+    }
+    const all = lead !== undefined && row ? [...(yield* lead.drafts(row)), ...drafts] : drafts
+    return { head: row?.head ?? null, state, all }
+  })
+
+/** Move the head (the compare-and-swap), then insert the events and the changed fields and reviews. */
+const write = (store: LedgerStore, userId: string, workId: string, head: string | null, at: string, folded: Folded) =>
+  Effect.gen(function*() {
+    const s = folded.state
+    const row = {
+      userId,
+      workId,
+      head: s.head,
+      seq: s.seq,
+      title: s.title,
+      status: s.status,
+      resolution: s.resolution,
+      claimant: s.claimant,
+      workers: JSON.stringify(s.workers),
+      at
+    }
+    // compare-and-swap on the head: exactly one writer extends a given head
+    const moved = head !== null ? yield* store.moveHead({ ...row, expected: head }) : yield* store.createHead(row)
+    if (moved.length === 0) {
+      const now = yield* store.loadWork(userId, workId)
+      return yield* new HeadMoved({ work_id: workId, expected: head, actual: now?.head ?? null })
+    }
+    for (let i = 0; i < folded.appended.length; i++) {
+      const e = folded.appended[i]
+      yield* store.insertEvent({
+        userId,
+        workId,
+        seq: e.seq,
+        parent: e.parent,
+        type: e.type,
+        data: folded.dataJcs[i],
+        evidence: e.evidence,
+        actor: e.actor,
+        at: e.at,
+        hash: e.hash
+      })
+    }
+    for (const field of folded.touchedFields) {
+      const f = s.fields[field]
+      yield* store.upsertField({ userId, workId, field, value: jcs(f.value), evidence: f.evidence, setBy: f.set_by, at: f.at, seq: f.seq })
+    }
+    for (const requestId of folded.touchedReviews) {
+      const r = s.reviews[requestId]
+      yield* store.upsertReview({
+        requestId,
+        userId,
+        workId,
+        uri: r.artifact.uri,
+        sha256: r.artifact.sha256,
+        reviewer: r.reviewer,
+        requestedBy: r.requested_by,
+        requestedSeq: r.requested_seq,
+        status: r.status,
+        verdictBy: r.verdict_by,
+        verdictSeq: r.verdict_seq
+      })
+    }
+  })
+
+/**
  * The ledger's one write path (a module of the Ledger service): the append rules every entry point goes
  * through — the compare-and-swap on the head (races), and the fold that refuses evidence downgrades,
  * self-certification and invalid transitions.
  */
 export const makeCommit = (store: LedgerStore, events: Events) => {
   const hands = makeInHand()
-
-  /**
-   * The state at the expected head read from the tables: the head row with the fields the drafts touch
-   * (and the reviews they answer), refused when the head is not the one expected; with the lead's drafts
-   * (decided on that row) ahead of `drafts`.
-   */
-  const readAt = (
-    userId: string,
-    workId: string,
-    expected: string | null | typeof CURRENT,
-    names: ReadonlySet<string>,
-    ids: ReadonlySet<string>,
-    drafts: ReadonlyArray<Draft>,
-    lead: Lead | undefined
-  ) =>
-    Effect.gen(function*() {
-      const joined = names.size === 0 ? undefined : yield* store.headWithFields(userId, workId, [...names])
-      const row: WorkRow | undefined = joined === undefined ? yield* store.loadWork(userId, workId) : joined[0]
-      if (expected === CURRENT) {
-        if (!row) return yield* new NotFound({ what: "work item", id: workId })
-      } else if (expected === null) {
-        if (row) return yield* new HeadMoved({ work_id: workId, expected, actual: row.head })
-      } else if (!row || row.head !== expected) {
-        return yield* new HeadMoved({ work_id: workId, expected, actual: row?.head ?? null })
-      }
-      const state = row ? workingOf(workId, row) : null
-      if (state) {
-        for (const j of joined ?? []) {
-          if (j.f_field !== null) {
-            state.fields[j.f_field] = { value: JSON.parse(j.f_value!), evidence: j.f_evidence!, set_by: j.f_set_by!, at: j.f_at!, seq: j.f_seq! }
-          }
-        }
-        if (ids.size > 0) {
-          for (const r of yield* store.loadReviews(userId, workId, [...ids])) state.reviews[r.request_id] = reviewOf(r)
-        }
-      }
-      const all = lead !== undefined && row ? [...(yield* lead.drafts(row)), ...drafts] : drafts
-      return { head: row?.head ?? null, state, all }
-    })
-
-  /** Move the head (the compare-and-swap), then insert the events and the changed fields and reviews. */
-  const write = (userId: string, workId: string, head: string | null, at: string, folded: Folded) =>
-    Effect.gen(function*() {
-      const s = folded.state
-      const row = {
-        userId,
-        workId,
-        head: s.head,
-        seq: s.seq,
-        title: s.title,
-        status: s.status,
-        resolution: s.resolution,
-        claimant: s.claimant,
-        workers: JSON.stringify(s.workers),
-        at
-      }
-      // compare-and-swap on the head: exactly one writer extends a given head
-      const moved = head !== null ? yield* store.moveHead({ ...row, expected: head }) : yield* store.createHead(row)
-      if (moved.length === 0) {
-        const now = yield* store.loadWork(userId, workId)
-        return yield* new HeadMoved({ work_id: workId, expected: head, actual: now?.head ?? null })
-      }
-      for (let i = 0; i < folded.appended.length; i++) {
-        const e = folded.appended[i]
-        yield* store.insertEvent({
-          userId,
-          workId,
-          seq: e.seq,
-          parent: e.parent,
-          type: e.type,
-          data: folded.dataJcs[i],
-          evidence: e.evidence,
-          actor: e.actor,
-          at: e.at,
-          hash: e.hash
-        })
-      }
-      for (const field of folded.touchedFields) {
-        const f = s.fields[field]
-        yield* store.upsertField({ userId, workId, field, value: jcs(f.value), evidence: f.evidence, setBy: f.set_by, at: f.at, seq: f.seq })
-      }
-      for (const requestId of folded.touchedReviews) {
-        const r = s.reviews[requestId]
-        yield* store.upsertReview({
-          requestId,
-          userId,
-          workId,
-          uri: r.artifact.uri,
-          sha256: r.artifact.sha256,
-          reviewer: r.reviewer,
-          requestedBy: r.requested_by,
-          requestedSeq: r.requested_seq,
-          status: r.status,
-          verdictBy: r.verdict_by,
-          verdictSeq: r.verdict_seq
-        })
-      }
-    })
 
   /**
    * The one write path: inside one transaction, take the state at the expected head (in hand, or read
@@ -227,7 +228,7 @@ export const makeCommit = (store: LedgerStore, events: Events) => {
         : undefined
       const start = hand !== undefined
         ? { head: hand.head, state: hand.state, all: drafts }
-        : yield* readAt(userId, workId, expected, names, ids, drafts, lead)
+        : yield* readAt(store, userId, workId, expected, names, ids, drafts, lead)
       const at = yield* nowIso
       const folded = fold(workId, start.head, start.state, start.all, at)
       if ("refusal" in folded) {
@@ -237,7 +238,7 @@ export const makeCommit = (store: LedgerStore, events: Events) => {
         }
         return yield* folded.refusal
       }
-      yield* write(userId, workId, start.head, at, folded)
+      yield* write(store, userId, workId, start.head, at, folded)
       const s = folded.state
       hands.keep(userId, workId, s, names, folded.touchedFields, ids, folded.touchedReviews, hand)
       // our own values, already of the event's shape: constructed without re-validating them

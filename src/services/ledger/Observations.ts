@@ -2,7 +2,7 @@ import { Effect } from "effect"
 import { arcWorkId } from "../../domain/Coordination.js"
 import type { ConnectionRevoked, PostLanded, WaitResolved } from "../../domain/Events.js"
 import { spanned } from "../Spans.js"
-import type { LedgerStore } from "./Store.js"
+import type { Lists } from "./Lists.js"
 import type { Writes } from "./Writes.js"
 
 /**
@@ -11,10 +11,10 @@ import type { Writes } from "./Writes.js"
  * evidence on the work item it concerns, inside the transaction that witnessed it.
  */
 export const makeObservations = (deps: {
-  readonly store: LedgerStore
+  readonly claimedBy: Lists["claimedBy"]
   readonly observe: Writes["observe"]
 }) => {
-  const { observe, store } = deps
+  const { claimedBy, observe } = deps
 
   /** Observe on the item; nothing to observe (no such item) is not an error. */
   const witness = (userId: string, workId: string, field: string, value: unknown, source: string) =>
@@ -36,13 +36,13 @@ export const makeObservations = (deps: {
 
   /** `ConnectionRevoked`: every open item the revoked connection held the claim on. */
   const observeRevocation = spanned("Ledger.observeRevocation", Effect.fnUntraced(function*(revoked: ConnectionRevoked) {
-    for (const item of yield* store.claimedBy(revoked.user_id, revoked.connection_id)) {
+    for (const item of yield* claimedBy(revoked.user_id, revoked.connection_id)) {
       yield* witness(revoked.user_id, item.work_id, "claimant_revoked", {
         connection_id: revoked.connection_id,
         at: revoked.at
       }, `connection ${revoked.connection_id} revoked`)
     }
-  }, Effect.catchTag("SqlError", "ParseError", Effect.die)))
+  }))
 
   /** `WaitResolved`: a wait on the item's `arc:<work_id>` channel resolved. */
   const observeWait = spanned("Ledger.observeWait", (resolved: WaitResolved) => {

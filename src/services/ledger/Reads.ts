@@ -1,25 +1,24 @@
-import { Clock, Effect, Option } from "effect"
+import { Effect, Option } from "effect"
 import type { Caller } from "../../domain/Auth.js"
 import { connectionShort } from "../../domain/Auth.js"
 import { NotFound, ValidationError } from "../../domain/Errors.js"
-import type { LedgerDiff, LedgerDiffInput, LedgerLog, LedgerLogInput, LedgerStatus, WorkSummary } from "../../domain/Ledger.js"
+import type { LedgerDiff, LedgerDiffInput, LedgerLog, LedgerLogInput, LedgerStatus } from "../../domain/Ledger.js"
 import type { Working } from "../../domain/LedgerCore.js"
 import { applyEvent } from "../../domain/LedgerCore.js"
 import { stateHash } from "../../domain/LedgerHash.js"
 import { replay } from "../../domain/LedgerReplay.js"
-import type { OrphanedWork } from "../../domain/Orphans.js"
-import { orphanOf } from "../../domain/Orphans.js"
 import { nowIso } from "../../domain/Time.js"
 import type { Auth } from "../Auth.js"
 import { spanned } from "../Spans.js"
+import type { LedgerChain } from "./Chain.js"
 import type { LedgerStore } from "./Store.js"
 
 /**
- * The ledger's reads (a module of the Ledger service): one item's status, log and diff for agents; the
- * work lists, claims and orphaned work for orient, the wait graph and the portal.
+ * The ledger's reads of one work item (a module of the Ledger service): its status, log and diff for
+ * agents; its events and materialized state for replay and tests. (The work lists are Lists.ts.)
  */
-export const makeReads = (deps: { readonly store: LedgerStore; readonly auth: Auth; readonly silentAfterS: number }) => {
-  const { auth, silentAfterS, store } = deps
+export const makeReads = (deps: { readonly store: LedgerStore; readonly chain: LedgerChain; readonly auth: Auth }) => {
+  const { auth, chain, store } = deps
 
   const mustState = (userId: string, workId: string) =>
     Effect.flatMap(store.loadState(userId, workId), (s) => s ? Effect.succeed(s) : Effect.fail(new NotFound({ what: "work item", id: workId })))
@@ -74,7 +73,7 @@ export const makeReads = (deps: { readonly store: LedgerStore; readonly auth: Au
     const row = yield* store.loadWork(caller.userId, input.work_id)
     if (!row) return yield* new NotFound({ what: "work item", id: input.work_id })
     const limit = Math.min(Math.max(input.limit ?? 50, 1), 200)
-    const rows = yield* store.logPage(caller.userId, input.work_id, input.before_seq, limit + 1)
+    const rows = yield* chain.logPage(caller.userId, input.work_id, input.before_seq, limit + 1)
     const page = rows.slice(0, limit)
     const result: LedgerLog = {
       work_id: input.work_id,
@@ -91,7 +90,7 @@ export const makeReads = (deps: { readonly store: LedgerStore; readonly auth: Au
     if (!row) return yield* new NotFound({ what: "work item", id: input.work_id })
     const seqOf = (hash: string) =>
       Effect.flatMap(
-        store.seqOfHash(caller.userId, input.work_id, hash),
+        chain.seqOfHash(caller.userId, input.work_id, hash),
         (seq) => seq === undefined ? Effect.fail(new NotFound({ what: "head", id: hash })) : Effect.succeed(seq)
       )
     const fromSeq = yield* seqOf(input.from)
@@ -100,12 +99,12 @@ export const makeReads = (deps: { readonly store: LedgerStore; readonly auth: Au
     if (fromSeq > toSeq) {
       return yield* new ValidationError({ detail: `from (seq ${fromSeq}) is later than to (seq ${toSeq}); swap them` })
     }
-    const chain = yield* store.chainUpTo(caller.userId, input.work_id, toSeq)
-    const before = replay(chain.slice(0, fromSeq)).state!
+    const history = yield* chain.chainUpTo(caller.userId, input.work_id, toSeq)
+    const before = replay(history.slice(0, fromSeq)).state!
     const beforeFields = { ...before.fields }
     const beforeStatus = { status: before.status, claimant: before.claimant }
     let after: Working = before
-    for (const e of chain.slice(fromSeq)) {
+    for (const e of history.slice(fromSeq)) {
       const applied = applyEvent(after, e)
       if ("refusal" in applied) return yield* Effect.die(new Error(`ledger ${input.work_id} does not replay at seq ${e.seq}`))
       after = applied.state
@@ -128,7 +127,7 @@ export const makeReads = (deps: { readonly store: LedgerStore; readonly auth: Au
 
   /** Every event of one work item, oldest first (for replay and tests). */
   const events = spanned("Ledger.events", Effect.fnUntraced(function*(userId: string, workId: string) {
-    return yield* store.chain(userId, workId)
+    return yield* chain.chain(userId, workId)
   }, Effect.catchTag("SqlError", "ParseError", Effect.die)))
 
   /** The materialized settled state (from the tables), or none. */
@@ -136,40 +135,5 @@ export const makeReads = (deps: { readonly store: LedgerStore; readonly auth: Au
     return yield* store.loadState(userId, workId)
   }, Effect.catchTag("SqlError", "ParseError", Effect.die)))
 
-  /** How many work items the user has. */
-  const countWork = spanned("Ledger.countWork", Effect.fnUntraced(function*(userId: string) {
-    return yield* store.countWork(userId)
-  }, Effect.catchTag("SqlError", "ParseError", Effect.die)))
-
-  /** The open work items a connection holds the claim on (newest first, at most 50). */
-  const claimedBy = spanned("Ledger.claimedBy", Effect.fnUntraced(function*(userId: string, connectionId: string) {
-    return (yield* store.claimedBy(userId, connectionId)) as ReadonlyArray<WorkSummary>
-  }, Effect.catchTag("SqlError", "ParseError", Effect.die)))
-
-  /**
-   * Every open item claimed by any of the user's connections, by claimant connection id (what
-   * `claimedBy` gives for each), in one statement: the portal's fleet view.
-   */
-  const claimedByConnections = spanned("Ledger.claimedByConnections", Effect.fnUntraced(function*(userId: string) {
-    return yield* store.claimedByConnections(userId)
-  }, Effect.catchTag("SqlError", "ParseError", Effect.die)))
-
-  /** The user's work items, most recently moved first (the owner's dashboard), at most `limit` (≤ 1000). */
-  const listWork = spanned("Ledger.listWork", Effect.fnUntraced(function*(userId: string, limit = 200) {
-    return yield* store.listWork(userId, Math.min(Math.max(1, Math.trunc(limit)), 1000))
-  }, Effect.catchTag("SqlError", "ParseError", Effect.die)))
-
-  /** The user's open work items whose claimant is revoked or silent: the claims half of the orphans. */
-  const orphanedWork = spanned("Ledger.orphanedWork", Effect.fnUntraced(function*(userId: string) {
-    const rows = yield* store.claims(userId)
-    if (rows.length === 0) return []
-    const connections = yield* auth.connections(rows.map((r) => r.claimant))
-    const now = yield* Clock.currentTimeMillis
-    return rows.flatMap((r): Array<OrphanedWork> => {
-      const gone = orphanOf(connections.get(r.claimant), now, silentAfterS)
-      return gone === undefined ? [] : [{ work_id: r.work_id, title: r.title, connection_id: r.claimant, ...gone }]
-    })
-  }, Effect.catchTag("SqlError", "ParseError", Effect.die)))
-
-  return { status, log, diff, events, state, countWork, claimedBy, claimedByConnections, listWork, orphanedWork } as const
+  return { status, log, diff, events, state } as const
 }

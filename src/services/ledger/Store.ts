@@ -1,24 +1,15 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Schema } from "effect"
-import type { WorkSummary } from "../../domain/Ledger.js"
 import type { Working } from "../../domain/LedgerCore.js"
 import { settle } from "../../domain/LedgerCore.js"
-import { STORED_EVENT_COLUMNS } from "../../domain/LedgerReplay.js"
-import { DbInt } from "../../domain/Time.js"
-import { family, limitTo, makeStatements } from "../store/Statements.js"
-import { EventFromRow, FieldRow, fieldOf, ListedRow, ReviewRow, reviewOf, SummaryRow, WorkRow, WorkWithFieldRow, workingOf } from "./Rows.js"
-
-/** How many events `eventPage` reads at a time. */
-export const EVENT_PAGE = 4096
+import { makeStatements } from "../store/Statements.js"
+import { FieldRow, fieldOf, ReviewRow, reviewOf, WorkRow, WorkWithFieldRow, workingOf } from "./Rows.js"
 
 /**
  * Most values a shaped statement of the ledger binds through its compiled text (the names an append
  * touches: up to `MAX_EVENTS_PER_APPEND` events and a claim takeover, with the user and the item).
  */
 const SHAPED_MAX = 256
-
-/** Work lists and claims show at most this many items (newest first). */
-const CLAIMED_MAX = 50
 
 /** A head row as the append writes it: the scalar part of the settled state at `head`. */
 export type HeadParams = {
@@ -36,13 +27,15 @@ export type HeadParams = {
 }
 
 /**
- * The ledger's store: every statement on its tables (`ledger_work`, `ledger_events`, `ledger_fields`,
- * `ledger_reviews`), each a named statement, and the reads that assemble rows into states. A module of
- * the Ledger service: it returns effects, and only the Ledger's own modules call them.
+ * The ledger's store: the work items' head rows, settled fields and reviews (`ledger_work`,
+ * `ledger_fields`, `ledger_reviews`) and the append's writes (with `ledger_events`' insert), each a named
+ * statement, and the read that assembles them into a settled state. A module of the Ledger service: it
+ * returns effects, and only the Ledger's own modules call them. The chain's reads are Chain.ts; the
+ * work lists', Lists.ts.
  */
 export const makeLedgerStore = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
-  const { named, namedValues, shaped } = yield* makeStatements
+  const { named, shaped } = yield* makeStatements
 
   // ---- the head row ------------------------------------------------------------------------------
   const selectWork = named("Ledger.work", (p: { userId: string; workId: string }) =>
@@ -162,111 +155,6 @@ export const makeLedgerStore = Effect.gen(function*() {
   const workOfReview = (userId: string, requestId: string) =>
     Effect.map(Effect.flatMap(selectWorkOfReview({ userId, requestId }), decodeWorkIds), (rows) => rows[0]?.work_id)
 
-  // ---- the chain ----------------------------------------------------------------------------------
-  const selectChain = named("Ledger.chain", (p: { userId: string; workId: string }) =>
-    sql`SELECT work_id, seq, parent, type, data, evidence, actor, at, hash FROM ledger_events
-      WHERE user_id = ${p.userId} AND work_id = ${p.workId} ORDER BY seq`)
-  const selectChainUpTo = named("Ledger.chainUpTo", (p: { userId: string; workId: string; upTo: number }) =>
-    sql`SELECT work_id, seq, parent, type, data, evidence, actor, at, hash FROM ledger_events
-      WHERE user_id = ${p.userId} AND work_id = ${p.workId} AND seq <= ${p.upTo} ORDER BY seq`)
-  // one statement per page size (a LIMIT is text)
-  const selectLogPage = family((limit: number) =>
-    named("Ledger.logPage", (p: { userId: string; workId: string; before: number }) =>
-      sql`SELECT work_id, seq, parent, type, data, evidence, actor, at, hash FROM ledger_events
-        WHERE user_id = ${p.userId} AND work_id = ${p.workId} AND seq < ${p.before} ORDER BY seq DESC ${limitTo(sql, limit)}`))
-  const decodeEvents = Schema.decodeUnknown(Schema.Array(EventFromRow))
-  /** Every event of the item as stored, oldest first, not decoded (verify decodes them itself). */
-  const chainRows = (userId: string, workId: string) => selectChain({ userId, workId })
-  /** Every event of the item, oldest first. */
-  const chain = (userId: string, workId: string) => Effect.flatMap(selectChain({ userId, workId }), decodeEvents)
-  /** The item's events up to `upTo` (its seq), oldest first. */
-  const chainUpTo = (userId: string, workId: string, upTo: number) =>
-    Effect.flatMap(selectChainUpTo({ userId, workId, upTo }), decodeEvents)
-  /** At most `limit` of the item's events before seq `before` (every one when undefined), newest first. */
-  const logPage = (userId: string, workId: string, before: number | undefined, limit: number) =>
-    Effect.flatMap(selectLogPage(limit)({ userId, workId, before: before ?? Number.MAX_SAFE_INTEGER }), decodeEvents)
-
-  /** The next `EVENT_PAGE` events after seq `after`, as arrays of values in the order of STORED_EVENT_COLUMNS. */
-  const eventPage = namedValues("Ledger.eventPage", (p: { userId: string; workId: string; after: number }) =>
-    sql`SELECT ${sql.literal(STORED_EVENT_COLUMNS)} FROM ledger_events
-      WHERE user_id = ${p.userId} AND work_id = ${p.workId} AND seq > ${p.after} ORDER BY seq ${limitTo(sql, EVENT_PAGE)}`)
-
-  const selectSeqOfHash = named("Ledger.seqOfHash", (p: { userId: string; workId: string; hash: string }) =>
-    sql`SELECT seq FROM ledger_events WHERE user_id = ${p.userId} AND work_id = ${p.workId} AND hash = ${p.hash}`)
-  const decodeSeqs = Schema.decodeUnknown(Schema.Array(Schema.Struct({ seq: DbInt })))
-  /** The seq of the event of the item with this hash, if there is one. */
-  const seqOfHash = (userId: string, workId: string, hash: string) =>
-    Effect.map(Effect.flatMap(selectSeqOfHash({ userId, workId, hash }), decodeSeqs), (rows) => rows[0]?.seq)
-
-  // every work item with a head row or an event (an item whose head row is gone is still verified)
-  const selectAllItems = named("Ledger.items", () =>
-    sql`SELECT user_id, work_id FROM ledger_work
-      UNION SELECT DISTINCT user_id, work_id FROM ledger_events ORDER BY user_id, work_id`)
-  const selectItemsOf = named("Ledger.itemsOf", (p: { userId: string }) =>
-    sql`SELECT user_id, work_id FROM ledger_work WHERE user_id = ${p.userId}
-      UNION SELECT DISTINCT user_id, work_id FROM ledger_events WHERE user_id = ${p.userId}
-      ORDER BY user_id, work_id`)
-  const decodeItems = Schema.decodeUnknown(Schema.Array(Schema.Struct({ user_id: Schema.String, work_id: Schema.String })))
-  /** Every work item (of one user, or of all), by user and work id. */
-  const items = (userId: string | undefined) =>
-    Effect.flatMap(userId === undefined ? selectAllItems({}) : selectItemsOf({ userId }), decodeItems)
-
-  // ---- the lists ----------------------------------------------------------------------------------
-  const selectCount = named("Ledger.countWork", (p: { userId: string }) =>
-    sql`SELECT COUNT(*) AS n FROM ledger_work WHERE user_id = ${p.userId}`)
-  const decodeCount = Schema.decodeUnknown(Schema.Tuple(Schema.Struct({ n: DbInt })))
-  const countWork = (userId: string) => Effect.map(Effect.flatMap(selectCount({ userId }), decodeCount), ([r]) => r.n)
-
-  const selectClaimedBy = named("Ledger.claimedBy", (p: { userId: string; connectionId: string }) =>
-    sql`SELECT work_id, title, status, head, seq FROM ledger_work
-      WHERE user_id = ${p.userId} AND claimant = ${p.connectionId} AND status <> 'closed'
-      ORDER BY updated_at DESC, work_id ${limitTo(sql, CLAIMED_MAX)}`)
-  const decodeSummaries = Schema.decodeUnknown(Schema.Array(SummaryRow))
-  /** The open items a connection holds the claim on, newest first (at most CLAIMED_MAX). */
-  const claimedBy = (userId: string, connectionId: string) =>
-    Effect.flatMap(selectClaimedBy({ userId, connectionId }), decodeSummaries)
-
-  // every claimant's newest CLAIMED_MAX, as `selectClaimedBy` reads them for one
-  const selectClaimedByAll = named("Ledger.claimedByConnections", (p: { userId: string }) =>
-    sql`SELECT claimant, work_id, title, status, head, seq FROM (
-        SELECT claimant, work_id, title, status, head, seq, updated_at,
-          ROW_NUMBER() OVER (PARTITION BY claimant ORDER BY updated_at DESC, work_id) AS nth
-        FROM ledger_work WHERE user_id = ${p.userId} AND claimant IS NOT NULL AND status <> 'closed') c
-      WHERE nth <= ${sql.literal(String(CLAIMED_MAX))} ORDER BY claimant, updated_at DESC, work_id`)
-  const decodeClaimedByAll = Schema.decodeUnknown(Schema.Array(Schema.Struct({ claimant: Schema.String, ...SummaryRow.fields })))
-  /** `claimedBy` of every claimant of the user's open items, in one statement. */
-  const claimedByConnections = (userId: string) =>
-    Effect.map(Effect.flatMap(selectClaimedByAll({ userId }), decodeClaimedByAll), (rows) => {
-      const byClaimant = new Map<string, Array<WorkSummary>>()
-      for (const { claimant, ...item } of rows) {
-        const held = byClaimant.get(claimant)
-        if (held === undefined) byClaimant.set(claimant, [item])
-        else held.push(item)
-      }
-      return byClaimant as ReadonlyMap<string, ReadonlyArray<WorkSummary>>
-    })
-
-  // one statement per page size (a LIMIT is text)
-  const selectList = family((limit: number) =>
-    named("Ledger.listWork", (p: { userId: string }) =>
-      sql`SELECT work_id, title, status, claimant, head, seq, updated_at FROM ledger_work
-        WHERE user_id = ${p.userId} ORDER BY updated_at DESC, work_id ${limitTo(sql, limit)}`))
-  const decodeList = Schema.decodeUnknown(Schema.Array(ListedRow))
-  /** The user's items, most recently moved first, at most `limit`. */
-  const listWork = (userId: string, limit: number) => Effect.flatMap(selectList(limit)({ userId }), decodeList)
-
-  const selectClaims = named("Ledger.claims", (p: { userId: string }) =>
-    sql`SELECT work_id, title, claimant FROM ledger_work
-      WHERE user_id = ${p.userId} AND claimant IS NOT NULL AND status <> 'closed'
-      ORDER BY work_id`)
-  const decodeClaims = Schema.decodeUnknown(Schema.Array(Schema.Struct({
-    work_id: Schema.String,
-    title: Schema.String,
-    claimant: Schema.String
-  })))
-  /** Every open claimed item of the user with its claimant, by work id. */
-  const claims = (userId: string) => Effect.flatMap(selectClaims({ userId }), decodeClaims)
-
   return {
     loadWork,
     headWithFields,
@@ -277,19 +165,7 @@ export const makeLedgerStore = Effect.gen(function*() {
     upsertReview,
     loadReviews,
     loadState,
-    workOfReview,
-    chainRows,
-    chain,
-    chainUpTo,
-    logPage,
-    eventPage,
-    seqOfHash,
-    items,
-    countWork,
-    claimedBy,
-    claimedByConnections,
-    listWork,
-    claims
+    workOfReview
   } as const
 })
 

@@ -6,8 +6,9 @@ import type { ChainBreak, StoredEventValues } from "../../domain/LedgerReplay.js
 import { replay, REPLAY_START, replayStored } from "../../domain/LedgerReplay.js"
 import { spanned } from "../Spans.js"
 import { EventFromRow, EventRow } from "./Rows.js"
+import type { LedgerChain } from "./Chain.js"
+import { EVENT_PAGE } from "./Chain.js"
 import type { LedgerStore } from "./Store.js"
-import { EVENT_PAGE } from "./Store.js"
 
 export interface VerifyReport {
   readonly ok: boolean
@@ -34,14 +35,14 @@ const hashable = (e: LedgerEvent) => {
  * The ledger's verification (a module of the Ledger service, behind `sophia ledger verify` and the
  * portal): every hash and every state recomputed from the stored chains and compared with the tables.
  */
-export const makeVerify = (store: LedgerStore) => {
+export const makeVerify = (store: LedgerStore, chain: LedgerChain) => {
   /**
    * One item checked the exact way: every row through the contract's Schema, `replay`, the tables.
    * Says what the break is, and where; `count` is the events counted so far, this item's included.
    */
   const verifyExactly = (item: Item, items: number, counted: number) =>
     Effect.gen(function*() {
-      const rows = yield* store.chainRows(item.user_id, item.work_id)
+      const rows = yield* chain.chainRows(item.user_id, item.work_id)
       const count = counted + rows.length
       const at = (b: ChainBreak) => ({
         count,
@@ -96,7 +97,7 @@ export const makeVerify = (store: LedgerStore) => {
       let count = 0
       for (;;) {
         // rows as arrays (`StoredEventValues`), in the order of STORED_EVENT_COLUMNS
-        const rows = yield* store.eventPage({ userId: item.user_id, workId: item.work_id, after: cursor.seq })
+        const rows = yield* chain.eventPage({ userId: item.user_id, workId: item.work_id, after: cursor.seq })
         count += rows.length
         const next = replayStored(rows as ReadonlyArray<StoredEventValues>, cursor)
         if (next === undefined) return undefined
@@ -121,7 +122,7 @@ export const makeVerify = (store: LedgerStore) => {
    * the exact way, which reports the break as it always did.
    */
   const verify = spanned("Ledger.verify", Effect.fnUntraced(function*(options: { readonly userId?: string | undefined } = {}) {
-    const items = yield* store.items(options.userId)
+    const items = yield* chain.items(options.userId)
     let count = 0
     for (const item of items) {
       const clean = yield* verifyClean(item)
