@@ -1,4 +1,3 @@
-import type Sqlite from "better-sqlite3"
 import { Effect } from "effect"
 import { Worker } from "node:worker_threads"
 
@@ -37,6 +36,15 @@ export type CheckpointEvent =
 const noEvent = () => {}
 
 /**
+ * What the checkpoints need of the writer's better-sqlite3 handle: its pragmas. (Said structurally, so the
+ * published declarations of the tuning types above never name the driver: an embedder type-checks without
+ * its types.)
+ */
+interface WriterPragmas {
+  readonly pragma: (source: string) => unknown
+}
+
+/**
  * WAL checkpoints off the event loop. SQLite's automatic checkpoint (every 1000 WAL pages) runs inside
  * the COMMIT that crosses the threshold, on the writer connection: it copies the pages into the database
  * file and fsyncs twice, on the main thread, stalling every fiber. Instead the writer runs with
@@ -58,7 +66,7 @@ const noEvent = () => {}
  * checkpoint that finds another one running returns `busy` and is simply retried at the next request.
  */
 export const checkpointsOffLoop = (
-  db: Sqlite.Database,
+  db: WriterPragmas,
   filename: string,
   timeout: number,
   tuning: CheckpointTuning,
