@@ -1,6 +1,6 @@
 /**
  * The envelope on a SQLite file keeps a quiet caller's `_inbox_unread` while nothing is committed anywhere
- * (layers/App.ts, `StoreVersion` from layers/Sql.ts). What must hold: the kept count is never served after
+ * (services/readmodel/Envelope.ts, `StoreVersion` from layers/sqlite/). What must hold: the kept count is never served after
  * any commit — this process's, or a real second OS process's on the same file — and a caller with an open
  * or undelivered wait is read every time (its `_blocking` / `_wait_resolved` are never skipped).
  */
@@ -8,7 +8,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Layer } from "effect"
 import type { Caller } from "../src/domain/Auth.js"
 import { Dispatcher } from "../src/mcp/Dispatch.js"
-import { StoreVersion } from "../src/services/Statements.js"
+import { StoreVersion } from "../src/services/store/Statements.js"
 import { tempDb } from "./support/Cli.js"
 import { appOnFile, connect } from "./support/Fixtures.js"
 import { otherProcessPosts } from "./support/OtherProcess.js"
