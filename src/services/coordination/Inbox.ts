@@ -1,0 +1,192 @@
+import { SqlClient } from "@effect/sql"
+import { Clock, Duration, Effect, Option } from "effect"
+import type { Caller } from "../../domain/Auth.js"
+import type { InboxInput, InboxResult } from "../../domain/Coordination.js"
+import { ValidationError } from "../../domain/Errors.js"
+import type { DomainEvent } from "../../domain/Events.js"
+import { nowIso } from "../../domain/Time.js"
+import { Auth } from "../Auth.js"
+import { spanned } from "../Spans.js"
+import { Wakeups } from "../Wakeups.js"
+import type { makeInboxPages, PageFilter } from "./InboxPages.js"
+import type { makeReadMarks, ScanAdvance } from "./ReadMarks.js"
+import type { DbPostRow } from "./Rows.js"
+import { toPostRow } from "./Rows.js"
+import type { makeUnread } from "./Unread.js"
+
+/**
+ * The per-connection inbox: a page (the unread view by default, a channel's conversation, filtered
+ * views), the read marks it writes in the same transaction, the channel list and unread count it returns,
+ * the long poll (`wait_s`) and the resource subscription (`watchUnread`). The cursor is a post position.
+ */
+
+const CURSOR = /^p(\d{1,15})$/
+const encodeCursor = (pos: number) => `p${pos}`
+const DEFAULT_INBOX_LIMIT = 50
+
+export interface InboxParts {
+  /** The largest page a read may ask for (`SOPHIA_INBOX_LIMIT_MAX`). */
+  readonly inboxLimit: number
+  readonly pages: Effect.Effect.Success<typeof makeInboxPages>
+  readonly readMarks: Effect.Effect.Success<typeof makeReadMarks>
+  readonly unread: Effect.Effect.Success<typeof makeUnread>
+}
+
+/**
+ * Which committed events could give this read something to return: a post of the caller's user that
+ * passes the read's filters. It over-approximates (a woken poll re-reads and parks again if empty).
+ */
+const wouldReturn = (caller: Caller, input: InboxInput) => {
+  const unreadOnly = input.unread_only ?? (input.channel === undefined)
+  const kinds = input.kinds !== undefined && input.kinds.length > 0 ? new Set<string>(input.kinds) : undefined
+  const heartbeats = input.include_heartbeats === true || (kinds?.has("heartbeat") ?? false)
+  return (event: DomainEvent): boolean =>
+    event._tag === "PostLanded" &&
+    event.user_id === caller.userId &&
+    (input.channel !== undefined ? event.channel === input.channel : input.include_archived === true || !event.archived) &&
+    (kinds === undefined || kinds.has(event.kind)) &&
+    (heartbeats || event.kind !== "heartbeat") &&
+    (!unreadOnly || event.author !== caller.connectionId)
+}
+
+export const makeInbox = ({ inboxLimit, pages, readMarks, unread }: InboxParts) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const auth = yield* Auth
+    const wakeups = yield* Wakeups
+
+    /** Names are joined live (a rename relabels past posts), through Auth in one statement per page. */
+    const toPostRows = (caller: Caller, rows: ReadonlyArray<DbPostRow>) =>
+      Effect.map(
+        auth.names(rows.flatMap((r) => r.to_connection_id === null ? [r.connection_id] : [r.connection_id, r.to_connection_id])),
+        (names) =>
+          rows.map((row) =>
+            toPostRow(
+              caller,
+              row,
+              names.get(row.connection_id) ?? "",
+              row.to_connection_id === null ? null : names.get(row.to_connection_id) ?? null
+            )
+          )
+      )
+
+    const readInbox = (caller: Caller, input: InboxInput) =>
+      Effect.gen(function*() {
+        const limit = input.limit ?? DEFAULT_INBOX_LIMIT
+        if (limit > inboxLimit) {
+          return yield* new ValidationError({ detail: `limit: at most ${inboxLimit}` })
+        }
+        let cursorPos = 0
+        if (input.cursor !== undefined) {
+          const m = CURSOR.exec(input.cursor)
+          if (!m) return yield* new ValidationError({ detail: "cursor: not a cursor returned by this inbox" })
+          cursorPos = Number(m[1])
+        }
+        // with a channel the default is the conversation (own and read posts too); without, the unread inbox
+        const unreadOnly = input.unread_only ?? (input.channel === undefined)
+        const conversation = input.channel !== undefined && !unreadOnly
+        if (input.before_seq !== undefined && !conversation) {
+          return yield* new ValidationError({ detail: "before_seq: only with channel (the conversation view)" })
+        }
+        const withHeartbeats = input.include_heartbeats === true
+        const withArchived = input.include_archived === true
+        const mark = input.peek !== true
+        const channel = input.channel
+        const kinds = input.kinds !== undefined && input.kinds.length > 0 ? [...new Set(input.kinds)] : undefined
+
+        const useMarks = unreadOnly && !withHeartbeats
+        const advanceMarks = mark && useMarks && kinds === undefined && input.cursor === undefined
+        const { lastPosBefore, lwm, lwmPos } = yield* pages.startOf(caller, { useMarks, advanceMarks, channel, withArchived })
+
+        const after = Math.max(cursorPos, lwm, lwmPos)
+        // the conversation without a cursor is its newest `limit` posts (in seq order); a cursor pages forward
+        const newest = conversation && input.cursor === undefined
+        const filter: PageFilter = {
+          userId: caller.userId,
+          connectionId: caller.connectionId,
+          after,
+          channel,
+          withArchived,
+          kinds,
+          withHeartbeats,
+          unreadOnly,
+          beforeSeq: input.before_seq
+        }
+        const rows = yield* pages.page(filter, limit, newest)
+
+        if (mark) {
+          const now = yield* nowIso
+          // advance the scan mark over a range this read has fully consumed (written with the read's counts)
+          let advance: ScanAdvance | undefined
+          if (advanceMarks) {
+            // a short page saw everything there is up to the last position committed before it
+            const top = rows.length < limit ? lastPosBefore : rows[rows.length - 1].pos
+            if (channel !== undefined) {
+              if (top > lwmPos) advance = { channel, to: top }
+            } else if (!withArchived) {
+              if (top > lwm) advance = { to: top }
+            }
+          }
+          yield* readMarks.markRead(caller, rows, now, advance)
+        }
+
+        const { channels, unread: unread_count } = yield* unread.listChannels(caller, input)
+        const last = rows[rows.length - 1]
+        const result: InboxResult = {
+          posts: yield* toPostRows(caller, rows),
+          unread_count,
+          channels,
+          cursor: last !== undefined ? encodeCursor(last.pos) : (input.cursor ?? null)
+        }
+        return result
+      })
+
+    /**
+     * Call `onUpdate` whenever a post lands that the caller would see as unread (in `channel`, or anywhere
+     * not archived), until the scope closes: the `sophia://inbox[/<channel>]` resource subscription.
+     */
+    const watchUnread = spanned("Coordination.watchUnread", (caller: Caller, channel: string | undefined, onUpdate: () => void) =>
+      wakeups.watch(
+        caller.userId,
+        wouldReturn(caller, { ...(channel !== undefined ? { channel } : {}), unread_only: true }),
+        onUpdate
+      ))
+
+    const readOnce = (caller: Caller, input: InboxInput) =>
+      input.peek === true ? readInbox(caller, input) : sql.withTransaction(readInbox(caller, input))
+
+    /**
+     * A long poll: park first (so no post can slip between the read and the wait), read, and with nothing
+     * to return wait for a wake-up or the deadline, then read again. Ends early, never late; interrupted
+     * (the client went away), its parking is released with the scope.
+     */
+    const longPoll = (caller: Caller, input: InboxInput, waitS: number) =>
+      Effect.gen(function*() {
+        const deadline = (yield* Clock.currentTimeMillis) + Math.round(waitS * 1000)
+        const matches = wouldReturn(caller, input)
+        while (true) {
+          const done = yield* Effect.scoped(Effect.gen(function*() {
+            const woken = yield* wakeups.park(caller.userId, matches)
+            const result = yield* readOnce(caller, input)
+            const now = yield* Clock.currentTimeMillis
+            if (result.posts.length > 0 || now >= deadline) return Option.some(result)
+            yield* Effect.timeoutOption(woken, Duration.millis(deadline - now))
+            return Option.none<InboxResult>()
+          }))
+          if (Option.isSome(done)) return done.value
+        }
+      })
+
+    /**
+     * The caller's inbox. Reading marks exactly the returned posts read for this connection (unless
+     * `peek`), in the same transaction that read them. With `wait_s`, an empty read waits for a post.
+     */
+    const inbox = spanned("Coordination.inbox", (caller: Caller, input: InboxInput) => {
+      const waitS = input.wait_s ?? 0
+      return (waitS > 0 ? longPoll(caller, input, waitS) : readOnce(caller, input)).pipe(
+        Effect.catchTag("SqlError", "ParseError", Effect.die)
+      )
+    })
+
+    return { inbox, wouldReturn, watchUnread } as const
+  })
