@@ -29,27 +29,27 @@ export default Effect.gen(function*() {
       Effect.gen(function*() {
         yield* sql`DROP TRIGGER facts_fts_insert`
         for (const { fts, key, table } of kinds) {
-          const [T, F, K] = [sql(table), sql(fts), sql(key)]
+          const [rows, index, id] = [sql(table), sql(fts), sql(key)]
           const changes = sql(`${fts}_changes`)
           const progress = sql(`${fts}_progress`)
           yield* sql`CREATE TABLE ${changes} (
             pos INTEGER PRIMARY KEY,
             user_id TEXT NOT NULL REFERENCES users(id),
-            ${K} TEXT NOT NULL
+            ${id} TEXT NOT NULL
           )`
           yield* sql`CREATE INDEX ${sql(`${fts}_changes_user`)} ON ${changes} (user_id, pos)`
-          yield* sql`CREATE INDEX ${sql(`${fts}_changes_row`)} ON ${changes} (${K}, pos)`
+          yield* sql`CREATE INDEX ${sql(`${fts}_changes_row`)} ON ${changes} (${id}, pos)`
           yield* sql`CREATE TABLE ${progress} (
             user_id TEXT PRIMARY KEY REFERENCES users(id),
             pos BIGINT NOT NULL
           )`
           // (the bare user_id is the MIN(rowid) row's: SQLite's rule for a bare column beside MIN)
-          yield* sql`INSERT INTO ${changes} (pos, user_id, ${K}) SELECT MIN(rowid), user_id, ${K} FROM ${F} GROUP BY ${K}`
-          yield* sql`DELETE FROM ${F} WHERE rowid NOT IN (
-            SELECT c.pos FROM ${changes} c JOIN ${T} b ON b.id = c.${K} WHERE b.deleted_at IS NULL)`
+          yield* sql`INSERT INTO ${changes} (pos, user_id, ${id}) SELECT MIN(rowid), user_id, ${id} FROM ${index} GROUP BY ${id}`
+          yield* sql`DELETE FROM ${index} WHERE rowid NOT IN (
+            SELECT c.pos FROM ${changes} c JOIN ${rows} b ON b.id = c.${id} WHERE b.deleted_at IS NULL)`
           yield* sql`INSERT INTO ${progress} (user_id, pos) SELECT user_id, MAX(pos) FROM ${changes} GROUP BY user_id`
-          yield* sql`INSERT INTO ${changes} (user_id, ${K}) SELECT user_id, id FROM ${T}
-            WHERE deleted_at IS NULL AND id NOT IN (SELECT ${K} FROM ${changes}) ORDER BY created_at, id`
+          yield* sql`INSERT INTO ${changes} (user_id, ${id}) SELECT user_id, id FROM ${rows}
+            WHERE deleted_at IS NULL AND id NOT IN (SELECT ${id} FROM ${changes}) ORDER BY created_at, id`
         }
       })
   })

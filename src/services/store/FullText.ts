@@ -198,34 +198,34 @@ export const makeFullText = Effect.gen(function*() {
   const changeLogSource = (kind: ChangingKind): Source => {
     const { fts, key, table } = RANKING[kind]
     const { batch, changes, columns, progress } = CHANGE_LOGGED[kind]
-    const [T, F, K, C] = [text(table), text(fts), text(key), text(changes)]
+    const [rows, index, id, log] = [text(table), text(fts), text(key), text(changes)]
     const boundAfter = named(`FullText.${kind}.bound`, (p: { userId: string; after: number }) =>
-      sql`SELECT pos FROM ${C} WHERE user_id = ${p.userId} AND pos > ${p.after} ORDER BY pos ${sql.literal(`LIMIT 1 OFFSET ${batch - 1}`)}`)
+      sql`SELECT pos FROM ${log} WHERE user_id = ${p.userId} AND pos > ${p.after} ORDER BY pos ${sql.literal(`LIMIT 1 OFFSET ${batch - 1}`)}`)
     // the rows changed in the range leave the index: a row whose first change is in the range was never in it
     const unindex = named(`FullText.${kind}.unindex`, (p: { userId: string; after: number; upTo: number }) =>
-      sql`DELETE FROM ${F} WHERE rowid IN (SELECT first_pos FROM (
-          SELECT (SELECT MIN(f.pos) FROM ${C} f WHERE f.${K} = c.${K}) AS first_pos FROM ${C} c
+      sql`DELETE FROM ${index} WHERE rowid IN (SELECT first_pos FROM (
+          SELECT (SELECT MIN(f.pos) FROM ${log} f WHERE f.${id} = c.${id}) AS first_pos FROM ${log} c
           WHERE c.user_id = ${p.userId} AND c.pos > ${p.after} AND c.pos <= ${p.upTo}
         ) WHERE first_pos <= ${p.after})`)
     // and the live ones come back, each once, in rowid order (FTS5 appends ascending rowids cheapest)
-    const index = named(`FullText.${kind}.index`, (p: { userId: string; after: number; upTo: number }) =>
-      sql`INSERT INTO ${F} (rowid, ${K}, user_id, ${text(columns.join(", "))})
-        SELECT (SELECT MIN(f.pos) FROM ${C} f WHERE f.${K} = b.id) AS first_pos, b.id, b.user_id, ${text(columnsOf("b", columns))}
-        FROM ${T} b
-        WHERE b.id IN (SELECT ${K} FROM ${C} WHERE user_id = ${p.userId} AND pos > ${p.after} AND pos <= ${p.upTo})
+    const reindex = named(`FullText.${kind}.index`, (p: { userId: string; after: number; upTo: number }) =>
+      sql`INSERT INTO ${index} (rowid, ${id}, user_id, ${text(columns.join(", "))})
+        SELECT (SELECT MIN(f.pos) FROM ${log} f WHERE f.${id} = b.id) AS first_pos, b.id, b.user_id, ${text(columnsOf("b", columns))}
+        FROM ${rows} b
+        WHERE b.id IN (SELECT ${id} FROM ${log} WHERE user_id = ${p.userId} AND pos > ${p.after} AND pos <= ${p.upTo})
           AND b.deleted_at IS NULL
         ORDER BY first_pos`)
     return {
       state: named(`FullText.${kind}.state`, (p: { userId: string }) =>
         sql`SELECT COALESCE((SELECT pos FROM ${text(progress)} WHERE user_id = ${p.userId}), 0) AS indexed,
-          COALESCE((SELECT MAX(pos) FROM ${C} WHERE user_id = ${p.userId}), 0) AS newest`),
+          COALESCE((SELECT MAX(pos) FROM ${log} WHERE user_id = ${p.userId}), 0) AS newest`),
       // positions are shared by every user: a user's next `batch` changes end wherever they end
       bound: (userId, indexed, newest) =>
-        Effect.map(Effect.flatMap(boundAfter({ userId, after: indexed }), decodePositions), (rows) => rows[0]?.pos ?? newest),
-      write: (p) => Effect.zipRight(unindex(p), index(p)),
+        Effect.map(Effect.flatMap(boundAfter({ userId, after: indexed }), decodePositions), (next) => next[0]?.pos ?? newest),
+      write: (p) => Effect.zipRight(unindex(p), reindex(p)),
       progressed: progressed(progress),
       behind: named(`FullText.${kind}.behind`, () =>
-        sql`SELECT c.user_id FROM (SELECT user_id, MAX(pos) AS newest FROM ${C} GROUP BY user_id) c
+        sql`SELECT c.user_id FROM (SELECT user_id, MAX(pos) AS newest FROM ${log} GROUP BY user_id) c
           LEFT JOIN ${text(progress)} p ON p.user_id = c.user_id WHERE c.newest > COALESCE(p.pos, 0)`)
     }
   }
