@@ -3,7 +3,7 @@ import { ConnectionInfo } from "./Auth.js"
 import { WorkSummary } from "./Ledger.js"
 
 /**
- * The owner's portal (DESIGN "The owner's portal"): a browser session opened by a one-time login link,
+ * The owner's portal (docs/architecture.md, "The owner's portal"): a browser session opened by a one-time login link,
  * carried by the `sophia_portal` cookie, acting as the owner through the portal's own connection row.
  */
 

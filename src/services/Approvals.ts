@@ -12,7 +12,7 @@ import { Auth } from "./Auth.js"
 import { Events } from "./Events.js"
 import { spanned } from "./Spans.js"
 import { serialize } from "./store/Locking.js"
-import { makeStatements } from "./store/Statements.js"
+import { limitTo, makeStatements } from "./store/Statements.js"
 import { Wakeups } from "./Wakeups.js"
 
 const ApprovalRow = Schema.Struct({
@@ -33,16 +33,19 @@ const ApprovalRow = Schema.Struct({
 type ApprovalRow = typeof ApprovalRow.Type
 const decodeApprovals = Schema.decodeUnknown(Schema.Array(ApprovalRow))
 const decodeDecided = Schema.decodeUnknown(Schema.Array(Schema.Struct({ user_id: Schema.String, connection_id: Schema.String })))
+/** How many decided approvals the owner's view lists (the most recently asked first). */
+const RECENTLY_DECIDED = 20
 const COLUMNS = "id, user_id, connection_id, tool, access, args_hash, args, status, created_at, decided_at, decided_via, executed_at, result"
 
-/** The gate a call passes when its access decision is not a plain `allow`. */
-class DryRunSucceeded {
-  readonly _tag = "DryRunSucceeded"
+/** The tool a gated call is for. */
+interface GatedTool {
+  readonly name: string
+  readonly access: string
 }
 
 export interface GateRequest<A, E> {
   readonly caller: Caller
-  readonly tool: { readonly name: string; readonly access: string }
+  readonly tool: GatedTool
   /** "approval": a plain write (elicitation may answer); "owner_approval": elevated (the owner's channel only) */
   readonly decision: "approval" | "owner_approval"
   /** the raw arguments of the call (`approval_id` included, ignored by the binding) */
@@ -58,252 +61,274 @@ export interface GateRequest<A, E> {
 /** A claim marker written by the conditional update that wins the right to execute (replaced by the result). */
 const CLAIM_PREFIX = "claim:"
 
+/** The dry run's way out: its transaction always rolls back. */
+class DryRunSucceeded {
+  readonly _tag = "DryRunSucceeded"
+}
+
+/** Every statement on `approvals`, by name, and the rows they read, decoded. */
+const makeApprovalRows = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const { named } = yield* makeStatements
+  const columns = sql.literal(COLUMNS)
+  const byIdRows = named("Approvals.byId", (p: { id: string }) => sql`SELECT ${columns} FROM approvals WHERE id = ${p.id}`)
+  const openRows = named("Approvals.openOfBinding", (p: { connectionId: string; tool: string; hash: string }) =>
+    sql`SELECT ${columns} FROM approvals WHERE connection_id = ${p.connectionId}
+      AND tool = ${p.tool} AND args_hash = ${p.hash} AND status IN ('pending', 'approved')
+      ORDER BY created_at, id LIMIT 1`)
+  const insert = named("Approvals.insert", (p: {
+    id: string
+    userId: string
+    connectionId: string
+    tool: string
+    access: string
+    hash: string
+    args: string
+    at: string
+  }) =>
+    sql`INSERT INTO approvals (id, user_id, connection_id, tool, access, args_hash, args, status, created_at)
+      VALUES (${p.id}, ${p.userId}, ${p.connectionId}, ${p.tool}, ${p.access}, ${p.hash}, ${p.args}, 'pending', ${p.at})`)
+  const decideRow = named("Approvals.decide", (p: { id: string; status: string; at: string; via: string }) =>
+    sql`UPDATE approvals SET status = ${p.status}, decided_at = ${p.at}, decided_via = ${p.via}
+      WHERE id = ${p.id} AND status = 'pending' RETURNING user_id, connection_id`)
+  const claim = named("Approvals.claim", (p: { id: string; at: string; token: string }) =>
+    sql`UPDATE approvals SET status = 'executed', executed_at = ${p.at}, result = ${p.token}
+      WHERE id = ${p.id} AND status = 'approved'`)
+  const storeResult = named("Approvals.storeResult", (p: { id: string; result: string }) =>
+    sql`UPDATE approvals SET result = ${p.result} WHERE id = ${p.id}`)
+  const pendingRows = named("Approvals.pending", () => sql`SELECT ${columns} FROM approvals WHERE status = 'pending' ORDER BY created_at, id`)
+  const allRows = named("Approvals.all", () => sql`SELECT ${columns} FROM approvals ORDER BY created_at, id`)
+  const decidedRows = named("Approvals.recentlyDecided", () =>
+    sql`SELECT ${columns} FROM approvals WHERE status <> 'pending' ORDER BY created_at DESC, id DESC ${limitTo(sql, RECENTLY_DECIDED)}`)
+
+  const byId = (id: string) => byIdRows({ id }).pipe(Effect.flatMap(decodeApprovals), Effect.map((rows) => Option.fromNullable(rows[0])))
+  return {
+    sql,
+    byId,
+    mustExist: (id: string) => Effect.map(byId(id), Option.getOrThrow),
+    openOfBinding: (connectionId: string, tool: string, hash: string) =>
+      Effect.map(Effect.flatMap(openRows({ connectionId, tool, hash }), decodeApprovals), (rows) => Option.fromNullable(rows[0])),
+    insert,
+    decided: (id: string, status: string, at: string, via: string) => Effect.flatMap(decideRow({ id, status, at, via }), decodeDecided),
+    claim,
+    storeResult,
+    pending: Effect.flatMap(pendingRows({}), decodeApprovals),
+    all: Effect.flatMap(allRows({}), decodeApprovals),
+    recentlyDecided: Effect.flatMap(decidedRows({}), decodeApprovals)
+  } as const
+})
+type ApprovalRows = Effect.Effect.Success<typeof makeApprovalRows>
+type EventsService = Effect.Effect.Success<typeof Events>
+type WakeupsService = Effect.Effect.Success<typeof Wakeups>
+
+/**
+ * Decisions: made once (a conditional update, with `ApprovalDecided` published in its transaction) and
+ * waited for (at most `ms`, parked on the event, re-reading every `recheckMs` for a decision made in
+ * another process — the `sophia approvals` CLI on the same SQLite file publishes no event here).
+ */
+const makeDecisions = (rows: ApprovalRows, events: EventsService, wakeups: WakeupsService, recheckMs: number) => {
+  const setDecision = (id: string, status: "approved" | "denied", via: string) =>
+    Effect.gen(function*() {
+      const at = yield* nowIso
+      for (const d of yield* rows.decided(id, status, at, via)) {
+        yield* events.publish(new ApprovalDecided({ user_id: d.user_id, approval_id: id, connection_id: d.connection_id, status, via, at }))
+      }
+      return yield* rows.mustExist(id)
+    }).pipe(events.transaction)
+
+  /** Parks before it reads, so a decision between the two is never missed. */
+  const awaitDecision = (row: ApprovalRow, ms: number) =>
+    Effect.gen(function*() {
+      const deadline = (yield* Clock.currentTimeMillis) + ms
+      const decided = (e: { readonly _tag: string }) => e._tag === "ApprovalDecided" && (e as ApprovalDecided).approval_id === row.id
+      while (true) {
+        const done = yield* Effect.scoped(Effect.gen(function*() {
+          const woken = yield* wakeups.park(row.user_id, decided)
+          const now = yield* rows.mustExist(row.id)
+          const t = yield* Clock.currentTimeMillis
+          if (now.status !== "pending" || t >= deadline) return Option.some(now)
+          yield* Effect.timeoutOption(woken, Duration.millis(Math.max(1, Math.min(recheckMs, deadline - t))))
+          return Option.none<ApprovalRow>()
+        }))
+        if (Option.isSome(done)) return done.value
+      }
+    })
+
+  return { setDecision, awaitDecision } as const
+}
+type Decisions = ReturnType<typeof makeDecisions>
+
+const hintFor = (id: string) =>
+  `wait for the owner's decision with sophia.approval_status({ approval_id: "${id}", wait_s: 60 }); ` +
+  `once approved, repeat this exact call with approval_id: "${id}" (it runs once)`
+
+const pendingRefusal = (request: { readonly tool: GatedTool; readonly decision: string }, id: string) =>
+  request.decision === "owner_approval"
+    ? new OwnerApprovalRequired({
+      tool: request.tool.name,
+      approval_id: id,
+      reason: `elevated tools always need the owner's explicit gesture; the owner approves with \`sophia approvals approve ${id}\`, then repeat the same call with approval_id`,
+      hint: hintFor(id)
+    })
+    : new ApprovalRequired({
+      tool: request.tool.name,
+      approval_id: id,
+      reason: `this connection needs a per-call approval for writes; once the owner approves (\`sophia approvals approve ${id}\`), repeat the same call with approval_id`,
+      hint: hintFor(id)
+    })
+
+/** The approval flow of one gated call (see the `Approvals` comment). */
+const makeGate = (rows: ApprovalRows, events: EventsService, decisions: Decisions, waitMs: number) => {
+  /** A new pending approval for this binding, published with its creation (the owner has something to decide). */
+  const create = (caller: Caller, tool: GatedTool, args: unknown, hash: string) =>
+    Effect.gen(function*() {
+      const id = `apr-${randomUUID()}`
+      const at = yield* nowIso
+      const bound = JSON.stringify(boundArgs(args))
+      yield* rows.insert({ id, userId: caller.userId, connectionId: caller.connectionId, tool: tool.name, access: tool.access, hash, args: bound, at })
+      yield* events.publish(
+        new ApprovalRequested({ user_id: caller.userId, approval_id: id, connection_id: caller.connectionId, tool: tool.name, access: tool.access, at })
+      )
+      return yield* rows.mustExist(id)
+    })
+
+  /** The approval this call is bound to: the one it names when it matches, else an open one for the same binding, else a new one. */
+  const bind = (caller: Caller, tool: GatedTool, args: unknown) =>
+    Effect.gen(function*() {
+      const hash = argsHash(args)
+      const named = typeof args === "object" && args !== null && typeof (args as any).approval_id === "string"
+        ? (args as { approval_id: string }).approval_id
+        : undefined
+      if (named !== undefined) {
+        const row = yield* rows.byId(named)
+        // an approval is bound to its caller, tool and arguments: anything else needs a new approval
+        if (
+          Option.isSome(row) && row.value.connection_id === caller.connectionId && row.value.tool === tool.name &&
+          row.value.args_hash === hash
+        ) return row.value
+      }
+      // find-or-create is one decision per binding: serialized (advisory lock, store/Locking.ts), so the same
+      // call retried on two daemons at once binds to one approval, never two
+      yield* serialize(rows.sql, `approval/${caller.connectionId}/${tool.name}/${hash}`)
+      const open = yield* rows.openOfBinding(caller.connectionId, tool.name, hash)
+      return Option.isSome(open) ? open.value : yield* create(caller, tool, args, hash)
+    }).pipe(events.transaction)
+
+  /**
+   * Run the call of an approved approval, once. The conditional update claims it (only one caller can move
+   * it from `approved`); the call's own writes and the stored result commit in the same transaction, so a
+   * refused or failed call releases the claim and writes nothing. Every later retry gets the stored result.
+   */
+  const executeOnce = <A, E>(id: string, execute: Effect.Effect<A, E>) =>
+    Effect.gen(function*() {
+      const token = CLAIM_PREFIX + randomUUID()
+      // Execute-once across writers: this conditional UPDATE takes the row lock, so a concurrent claimant
+      // (another daemon) blocks on it until this transaction ends, then re-reads the row (READ COMMITTED)
+      // and finds it `executed` with our stored result (0 rows: it replays) — or, if we rolled back,
+      // `approved` again and claims it itself. On SQLite the single writer gives the same order.
+      yield* rows.claim({ id, at: yield* nowIso, token })
+      const row = yield* rows.mustExist(id)
+      if (row.result !== token) return JSON.parse(row.result ?? "null") as A
+      const result = yield* execute
+      yield* rows.storeResult({ id, result: JSON.stringify(result) })
+      return result
+    }).pipe(events.transaction)
+
+  /**
+   * Run the call in a transaction that is always rolled back: a call the service would refuse anyway is
+   * refused now, before an approval is asked for (the owner is never asked to approve a call that
+   * cannot succeed). Nothing it wrote survives.
+   */
+  const dryRun = <A, E>(execute: Effect.Effect<A, E>): Effect.Effect<void, E> =>
+    execute.pipe(
+      Effect.zipRight(Effect.fail(new DryRunSucceeded())),
+      events.transaction,
+      Effect.catchIf((e): e is DryRunSucceeded => e instanceof DryRunSucceeded, () => Effect.void),
+      Effect.catchIf((e): e is SqlError => e instanceof SqlError, (e) => Effect.die(e))
+    )
+
+  return <A, E>(request: GateRequest<A, E>) =>
+    Effect.gen(function*() {
+      yield* Effect.annotateCurrentSpan("tool", request.tool.name)
+      // a re-call naming its approval gets the decision (and, once executed, the stored result) as is
+      const namesApproval = typeof request.args === "object" && request.args !== null && "approval_id" in request.args
+      if (!namesApproval && request.dryRunSafe === true) yield* dryRun(request.execute)
+      let row = yield* bind(request.caller, request.tool, request.args)
+      if (row.status === "pending" && request.decision === "approval" && request.elicit !== undefined) {
+        const answer = yield* request.elicit(
+          `Allow ${request.caller.name} (${request.caller.connectionShort}) to call ${request.tool.name} with ${
+            JSON.stringify(boundArgs(request.args)).slice(0, 2000)
+          }?`
+        )
+        if (answer !== "cancel") row = yield* decisions.setDecision(row.id, answer === "accept" ? "approved" : "denied", "elicitation")
+      }
+      if (row.status === "pending" && waitMs > 0) row = yield* decisions.awaitDecision(row, waitMs)
+      switch (row.status) {
+        case "pending":
+          return yield* pendingRefusal(request, row.id)
+        case "denied":
+          return yield* new ApprovalDenied({ tool: request.tool.name, approval_id: row.id })
+        case "approved":
+        case "executed":
+          return yield* executeOnce(row.id, request.execute)
+      }
+    }).pipe(Effect.catchTag("SqlError", "ParseError", Effect.die))
+}
+
 /**
  * Approvals bound to (connection, tool, hash of the exact arguments). A gated call creates (or finds) its
  * pending approval — a new one publishes `ApprovalRequested` with its creation — asks through elicitation
  * when it may, waits a bounded time for a decision (`SOPHIA_APPROVAL_WAIT_MS`), and then either runs —
  * exactly once, claimed by a conditional update in the same transaction as the call's own writes — or is
- * refused with the approval id to repeat the call with.
+ * refused with the approval id to repeat the call with. Owns `approvals`.
  */
 export class Approvals extends Effect.Service<Approvals>()("sophia/Approvals", {
   effect: Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
     const auth = yield* Auth
     const events = yield* Events
     const wakeups = yield* Wakeups
-    const { named } = yield* makeStatements
+    const rows = yield* makeApprovalRows
     // how long a gated call itself waits for a decision: none by default (refused at once, with a hint)
     const waitMs = yield* Config.integer("SOPHIA_APPROVAL_WAIT_MS").pipe(Config.withDefault(0), Effect.orDie)
-    // a decision made in another process (the `sophia approvals` CLI on the same SQLite file) publishes no
-    // event here: a waiting poll re-reads the row this often as well
+    // a decision made in another process publishes no event here: a waiting poll re-reads this often as well
     const recheckMs = yield* Config.integer("SOPHIA_APPROVAL_RECHECK_MS").pipe(Config.withDefault(1_000), Effect.orDie)
+    const decisions = makeDecisions(rows, events, wakeups, recheckMs)
 
-    const columns = sql.literal(COLUMNS)
-    const byIdRows = named("Approvals.byId", (p: { id: string }) => sql`SELECT ${columns} FROM approvals WHERE id = ${p.id}`)
-    const openRows = named("Approvals.openOfBinding", (p: { connectionId: string; tool: string; hash: string }) =>
-      sql`SELECT ${columns} FROM approvals WHERE connection_id = ${p.connectionId}
-        AND tool = ${p.tool} AND args_hash = ${p.hash} AND status IN ('pending', 'approved')
-        ORDER BY created_at, id LIMIT 1`)
-    const insertRow = named("Approvals.insert", (p: {
-      id: string
-      userId: string
-      connectionId: string
-      tool: string
-      access: string
-      hash: string
-      args: string
-      at: string
-    }) =>
-      sql`INSERT INTO approvals (id, user_id, connection_id, tool, access, args_hash, args, status, created_at)
-        VALUES (${p.id}, ${p.userId}, ${p.connectionId}, ${p.tool}, ${p.access}, ${p.hash}, ${p.args}, 'pending', ${p.at})`)
-    const decideRow = named("Approvals.decide", (p: { id: string; status: string; at: string; via: string }) =>
-      sql`UPDATE approvals SET status = ${p.status}, decided_at = ${p.at}, decided_via = ${p.via}
-        WHERE id = ${p.id} AND status = 'pending' RETURNING user_id, connection_id`)
-    const claimRow = named("Approvals.claim", (p: { id: string; at: string; token: string }) =>
-      sql`UPDATE approvals SET status = 'executed', executed_at = ${p.at}, result = ${p.token}
-        WHERE id = ${p.id} AND status = 'approved'`)
-    const storeResult = named("Approvals.storeResult", (p: { id: string; result: string }) =>
-      sql`UPDATE approvals SET result = ${p.result} WHERE id = ${p.id}`)
-    const pendingRows = named("Approvals.pending", () =>
-      sql`SELECT ${columns} FROM approvals WHERE status = 'pending' ORDER BY created_at, id`)
-    const allRows = named("Approvals.all", () => sql`SELECT ${columns} FROM approvals ORDER BY created_at, id`)
-
-    const byId = (id: string) =>
-      byIdRows({ id }).pipe(Effect.flatMap(decodeApprovals), Effect.map((rows) => Option.fromNullable(rows[0])))
-    const mustExist = (id: string) => Effect.map(byId(id), Option.getOrThrow)
-
-    /** A new pending approval for this binding, published with its creation (the owner has something to decide). */
-    const create = (caller: Caller, tool: { readonly name: string; readonly access: string }, args: unknown, hash: string) =>
-      Effect.gen(function*() {
-        const id = `apr-${randomUUID()}`
-        const at = yield* nowIso
-        yield* insertRow({
-          id,
-          userId: caller.userId,
-          connectionId: caller.connectionId,
-          tool: tool.name,
-          access: tool.access,
-          hash,
-          args: JSON.stringify(boundArgs(args)),
-          at
-        })
-        yield* events.publish(
-          new ApprovalRequested({ user_id: caller.userId, approval_id: id, connection_id: caller.connectionId, tool: tool.name, access: tool.access, at })
-        )
-        return yield* mustExist(id)
-      })
-
-    /** The approval this call is bound to: the one it names when it matches, else an open one for the same binding, else a new one. */
-    const bind = (caller: Caller, tool: { readonly name: string; readonly access: string }, args: unknown) =>
-      Effect.gen(function*() {
-        const hash = argsHash(args)
-        const named = typeof args === "object" && args !== null && typeof (args as any).approval_id === "string"
-          ? (args as { approval_id: string }).approval_id
-          : undefined
-        if (named !== undefined) {
-          const row = yield* byId(named)
-          // an approval is bound to its caller, tool and arguments: anything else needs a new approval
-          if (
-            Option.isSome(row) && row.value.connection_id === caller.connectionId && row.value.tool === tool.name &&
-            row.value.args_hash === hash
-          ) return row.value
-        }
-        // find-or-create is one decision per binding: serialized (advisory lock, store/Locking.ts), so the same
-        // call retried on two daemons at once binds to one approval, never two
-        yield* serialize(sql, `approval/${caller.connectionId}/${tool.name}/${hash}`)
-        const open = yield* openRows({ connectionId: caller.connectionId, tool: tool.name, hash }).pipe(Effect.flatMap(decodeApprovals))
-        if (open.length > 0) return open[0]
-        return yield* create(caller, tool, args, hash)
-      }).pipe(events.transaction)
-
-    /** Decide a pending approval (once: a conditional update) and publish `ApprovalDecided` with it. */
-    const setDecision = (id: string, status: "approved" | "denied", via: string) =>
-      Effect.gen(function*() {
-        const at = yield* nowIso
-        const decided = yield* decideRow({ id, status, at, via }).pipe(Effect.flatMap(decodeDecided))
-        for (const d of decided) {
-          yield* events.publish(new ApprovalDecided({ user_id: d.user_id, approval_id: id, connection_id: d.connection_id, status, via, at }))
-        }
-        return yield* mustExist(id)
-      }).pipe(events.transaction)
-
-    /**
-     * Wait (at most `ms`) until the approval leaves `pending`: parked on `ApprovalDecided` (the portal, the
-     * CLI path in this process, elicitation), re-reading every `recheckMs` for a decision made elsewhere.
-     * Parks before it reads, so a decision between the two is never missed.
-     */
-    const awaitDecision = (row: ApprovalRow, ms: number) =>
-      Effect.gen(function*() {
-        const deadline = (yield* Clock.currentTimeMillis) + ms
-        const decided = (e: { readonly _tag: string }) => e._tag === "ApprovalDecided" && (e as ApprovalDecided).approval_id === row.id
-        while (true) {
-          const done = yield* Effect.scoped(Effect.gen(function*() {
-            const woken = yield* wakeups.park(row.user_id, decided)
-            const now = yield* mustExist(row.id)
-            const t = yield* Clock.currentTimeMillis
-            if (now.status !== "pending" || t >= deadline) return Option.some(now)
-            yield* Effect.timeoutOption(woken, Duration.millis(Math.max(1, Math.min(recheckMs, deadline - t))))
-            return Option.none<ApprovalRow>()
-          }))
-          if (Option.isSome(done)) return done.value
-        }
-      })
-
-    /**
-     * Run the call of an approved approval, once. The conditional update claims it (only one caller can move
-     * it from `approved`); the call's own writes and the stored result commit in the same transaction, so a
-     * refused or failed call releases the claim and writes nothing. Every later retry gets the stored result.
-     */
-    const executeOnce = <A, E>(id: string, execute: Effect.Effect<A, E>) =>
-      Effect.gen(function*() {
-        const token = CLAIM_PREFIX + randomUUID()
-        // Execute-once across writers: this conditional UPDATE takes the row lock, so a concurrent claimant
-        // (another daemon) blocks on it until this transaction ends, then re-reads the row (READ COMMITTED)
-        // and finds it `executed` with our stored result (0 rows: it replays) — or, if we rolled back,
-        // `approved` again and claims it itself. On SQLite the single writer gives the same order.
-        yield* claimRow({ id, at: yield* nowIso, token })
-        const row = yield* mustExist(id)
-        if (row.result !== token) return JSON.parse(row.result ?? "null") as A
-        const result = yield* execute
-        yield* storeResult({ id, result: JSON.stringify(result) })
-        return result
-      }).pipe(events.transaction)
-
-    const hintFor = (id: string) =>
-      `wait for the owner's decision with sophia.approval_status({ approval_id: "${id}", wait_s: 60 }); ` +
-      `once approved, repeat this exact call with approval_id: "${id}" (it runs once)`
-
-    const pendingRefusal = (request: { readonly tool: { readonly name: string }; readonly decision: string }, id: string) =>
-      request.decision === "owner_approval"
-        ? new OwnerApprovalRequired({
-          tool: request.tool.name,
-          approval_id: id,
-          reason: `elevated tools always need the owner's explicit gesture; the owner approves with \`sophia approvals approve ${id}\`, then repeat the same call with approval_id`,
-          hint: hintFor(id)
-        })
-        : new ApprovalRequired({
-          tool: request.tool.name,
-          approval_id: id,
-          reason: `this connection needs a per-call approval for writes; once the owner approves (\`sophia approvals approve ${id}\`), repeat the same call with approval_id`,
-          hint: hintFor(id)
-        })
-
-    /**
-     * Run the call in a transaction that is always rolled back: a call the service would refuse anyway is
-     * refused now, before an approval is asked for (the owner is never asked to approve a call that
-     * cannot succeed). Nothing it wrote survives.
-     */
-    const dryRun = <A, E>(execute: Effect.Effect<A, E>): Effect.Effect<void, E> =>
-      execute.pipe(
-        Effect.zipRight(Effect.fail(new DryRunSucceeded())),
-        events.transaction,
-        Effect.catchIf((e): e is DryRunSucceeded => e instanceof DryRunSucceeded, () => Effect.void),
-        Effect.catchIf((e): e is SqlError => e instanceof SqlError, (e) => Effect.die(e))
-      )
-
-    /** The approval flow of one gated call (see the class comment). */
-    const gateFlow = <A, E>(request: GateRequest<A, E>) =>
-      Effect.gen(function*() {
-        yield* Effect.annotateCurrentSpan("tool", request.tool.name)
-        // a re-call naming its approval gets the decision (and, once executed, the stored result) as is
-        const namesApproval = typeof request.args === "object" && request.args !== null && "approval_id" in request.args
-        if (!namesApproval && request.dryRunSafe === true) yield* dryRun(request.execute)
-        let row = yield* bind(request.caller, request.tool, request.args)
-        if (row.status === "pending" && request.decision === "approval" && request.elicit !== undefined) {
-          const answer = yield* request.elicit(
-            `Allow ${request.caller.name} (${request.caller.connectionShort}) to call ${request.tool.name} with ${
-              JSON.stringify(boundArgs(request.args)).slice(0, 2000)
-            }?`
-          )
-          if (answer !== "cancel") row = yield* setDecision(row.id, answer === "accept" ? "approved" : "denied", "elicitation")
-        }
-        if (row.status === "pending" && waitMs > 0) row = yield* awaitDecision(row, waitMs)
-        switch (row.status) {
-          case "pending":
-            return yield* pendingRefusal(request, row.id)
-          case "denied":
-            return yield* new ApprovalDenied({ tool: request.tool.name, approval_id: row.id })
-          case "approved":
-          case "executed":
-            return yield* executeOnce(row.id, request.execute)
-        }
-      }).pipe(Effect.catchTag("SqlError", "ParseError", Effect.die))
     /** Gate one call (see the class comment); the span is `Approvals.gate`, tagged with the tool. */
-    const gate = spanned("Approvals.gate", gateFlow)
+    const gate = spanned("Approvals.gate", makeGate(rows, events, decisions, waitMs))
 
     /** Rows as the owner sees them, names joined live through Auth. */
-    const toInfos = (rows: ReadonlyArray<ApprovalRow>) =>
-      Effect.map(auth.connections(rows.map((r) => r.connection_id)), (connections) =>
-        rows.map((r) =>
-          toInfo({
-            ...r,
-            user_name: connections.get(r.connection_id)?.user_name ?? "",
-            connection_name: connections.get(r.connection_id)?.name ?? ""
-          })
-        ))
-
-    const toInfo = (r: ApprovalRow & { user_name: string; connection_name: string }): ApprovalInfo => ({
-      approval_id: r.id,
-      status: r.status,
-      tool: r.tool,
-      access: r.access,
-      user_name: r.user_name,
-      connection_id: r.connection_id,
-      connection_name: r.connection_name,
-      args: JSON.parse(r.args),
-      args_hash: r.args_hash,
-      created_at: r.created_at,
-      decided_at: r.decided_at,
-      decided_via: r.decided_via,
-      executed_at: r.executed_at
-    })
+    const toInfos = (approvals: ReadonlyArray<ApprovalRow>) =>
+      Effect.map(auth.connections(approvals.map((r) => r.connection_id)), (connections) =>
+        approvals.map((r): ApprovalInfo => ({
+          approval_id: r.id,
+          status: r.status,
+          tool: r.tool,
+          access: r.access,
+          user_name: connections.get(r.connection_id)?.user_name ?? "",
+          connection_id: r.connection_id,
+          connection_name: connections.get(r.connection_id)?.name ?? "",
+          args: JSON.parse(r.args),
+          args_hash: r.args_hash,
+          created_at: r.created_at,
+          decided_at: r.decided_at,
+          decided_via: r.decided_via,
+          executed_at: r.executed_at
+        })))
 
     /** The owner's view: pending approvals (or all of them), oldest first. */
     const list = spanned(
       "Approvals.list",
       Effect.fnUntraced(function*(options: { readonly all?: boolean } = {}) {
-        const rows = yield* (options.all === true ? allRows({}) : pendingRows({})).pipe(Effect.flatMap(decodeApprovals))
-        return yield* toInfos(rows)
+        return yield* toInfos(yield* (options.all === true ? rows.all : rows.pending))
+      }, Effect.catchTag("SqlError", "ParseError", Effect.die))
+    )
+
+    /** The owner's view of what was decided: the most recently asked decided approvals, newest first. */
+    const recentlyDecided = spanned(
+      "Approvals.recentlyDecided",
+      Effect.fnUntraced(function*() {
+        return yield* toInfos(yield* rows.recentlyDecided)
       }, Effect.catchTag("SqlError", "ParseError", Effect.die))
     )
 
@@ -311,12 +336,12 @@ export class Approvals extends Effect.Service<Approvals>()("sophia/Approvals", {
     const decide = spanned(
       "Approvals.decide",
       Effect.fnUntraced(function*(id: string, decision: "approved" | "denied", via = "cli") {
-        const row = yield* byId(id)
+        const row = yield* rows.byId(id)
         if (Option.isNone(row)) return yield* new NotFound({ what: "approval", id })
         if (row.value.status !== "pending") {
           return yield* new ValidationError({ detail: `approval ${id} is already ${row.value.status}` })
         }
-        const decided = yield* setDecision(id, decision, via)
+        const decided = yield* decisions.setDecision(id, decision, via)
         return (yield* toInfos([decided]))[0]
       }, Effect.catchTag("SqlError", "ParseError", Effect.die))
     )
@@ -328,13 +353,13 @@ export class Approvals extends Effect.Service<Approvals>()("sophia/Approvals", {
     const status = spanned(
       "Approvals.status",
       Effect.fnUntraced(function*(caller: Caller, input: ApprovalStatusInput) {
-        const found = yield* byId(input.approval_id)
+        const found = yield* rows.byId(input.approval_id)
         if (Option.isNone(found) || found.value.user_id !== caller.userId) {
           return yield* new NotFound({ what: "approval", id: input.approval_id })
         }
         const waitS = input.wait_s ?? 0
         const row = found.value.status === "pending" && waitS > 0
-          ? yield* awaitDecision(found.value, Math.round(waitS * 1000))
+          ? yield* decisions.awaitDecision(found.value, Math.round(waitS * 1000))
           : found.value
         const result: ApprovalStatusResult = {
           approval_id: row.id,
@@ -351,6 +376,6 @@ export class Approvals extends Effect.Service<Approvals>()("sophia/Approvals", {
       }, Effect.catchTag("SqlError", "ParseError", Effect.die))
     )
 
-    return { gate, list, decide, status, waitMs } as const
+    return { gate, list, recentlyDecided, decide, status, waitMs } as const
   })
 }) {}

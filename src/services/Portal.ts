@@ -32,6 +32,69 @@ const decodeSessions = Schema.decodeUnknown(Schema.Array(Schema.Struct({
 const decodeIdentities = Schema.decodeUnknown(Schema.Array(Schema.Struct({ connection_id: Schema.String })))
 const decodeOwners = Schema.decodeUnknown(Schema.Array(Schema.Struct({ user_id: Schema.String })))
 
+/** Every statement on the portal's tables (`portal_logins`, `portal_sessions`, `portal_identity`), by name. */
+const makePortalRows = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const { named } = yield* makeStatements
+  const identityRows = named("Portal.identity", (p: { userId: string }) =>
+    sql`SELECT connection_id FROM portal_identity WHERE user_id = ${p.userId}`)
+  const ownerRows = named("Portal.owner", () => sql`SELECT user_id FROM portal_identity ORDER BY user_id LIMIT 1`)
+  const loginRows = named("Portal.login", (p: { hash: string }) =>
+    sql`SELECT token_hash, user_id, expires_at, used_at FROM portal_logins WHERE token_hash = ${p.hash}`)
+  const sessionRows = named("Portal.session", (p: { hash: string }) =>
+    sql`SELECT id, user_id, csrf, expires_at, revoked_at FROM portal_sessions WHERE token_hash = ${p.hash}`)
+  return {
+    sql,
+    identityOf: (userId: string) =>
+      Effect.map(Effect.flatMap(identityRows({ userId }), decodeIdentities), (rows) => Option.fromNullable(rows[0]?.connection_id)),
+    recordIdentity: named("Portal.recordIdentity", (p: { userId: string; connectionId: string }) =>
+      sql`INSERT INTO portal_identity (user_id, connection_id) VALUES (${p.userId}, ${p.connectionId})
+        ON CONFLICT (user_id) DO UPDATE SET connection_id = ${p.connectionId}`),
+    owner: Effect.map(Effect.flatMap(ownerRows({}), decodeOwners), (rows) => rows[0]?.user_id),
+    login: (hash: string) => Effect.map(Effect.flatMap(loginRows({ hash }), decodeLogins), (rows) => rows[0]),
+    insertLogin: named("Portal.insertLogin", (p: { hash: string; userId: string; at: string; expires: string }) =>
+      sql`INSERT INTO portal_logins (token_hash, user_id, created_at, expires_at) VALUES (${p.hash}, ${p.userId}, ${p.at}, ${p.expires})`),
+    // the conditional update that wins a link, once
+    useLogin: named("Portal.useLogin", (p: { hash: string; at: string }) =>
+      sql`UPDATE portal_logins SET used_at = ${p.at} WHERE token_hash = ${p.hash} AND used_at IS NULL RETURNING token_hash`),
+    session: (hash: string) => Effect.map(Effect.flatMap(sessionRows({ hash }), decodeSessions), (rows) => rows[0]),
+    insertSession: named("Portal.insertSession", (p: { id: string; hash: string; userId: string; csrf: string; at: string; expires: string }) =>
+      sql`INSERT INTO portal_sessions (id, token_hash, user_id, csrf, created_at, expires_at)
+        VALUES (${p.id}, ${p.hash}, ${p.userId}, ${p.csrf}, ${p.at}, ${p.expires})`),
+    endSession: named("Portal.logout", (p: { id: string; at: string }) =>
+      sql`UPDATE portal_sessions SET revoked_at = ${p.at} WHERE id = ${p.id} AND revoked_at IS NULL`),
+    endSessions: named("Portal.logoutAll", (p: { at: string }) =>
+      sql`UPDATE portal_sessions SET revoked_at = ${p.at} WHERE revoked_at IS NULL AND expires_at > ${p.at} RETURNING id`)
+  } as const
+})
+type PortalRows = Effect.Effect.Success<typeof makePortalRows>
+
+/** The owner's portal connection: the recorded one while it is live, else a new row (recorded). */
+const makeIdentity = (rows: PortalRows, auth: Effect.Effect.Success<typeof Auth>) => (userId: string | undefined) =>
+  Effect.gen(function*() {
+    if (userId !== undefined) {
+      const known = yield* rows.identityOf(userId)
+      if (Option.isSome(known)) {
+        const info = yield* auth.get(known.value)
+        if (Option.isSome(info) && info.value.revoked_at === null) return info.value
+      }
+    }
+    let attempt = 1
+    while (true) {
+      const name = attempt === 1 ? PORTAL_CONNECTION_NAME : `${PORTAL_CONNECTION_NAME}-${attempt}`
+      const minted = yield* auth.createConnection({ name, profile: "full" }).pipe(
+        Effect.map(Option.some),
+        Effect.catchTag("ValidationError", (e) => attempt < 20 ? Effect.succeed(Option.none()) : Effect.die(e))
+      )
+      if (Option.isSome(minted)) {
+        const m = minted.value
+        yield* rows.recordIdentity({ userId: m.user_id, connectionId: m.connection_id })
+        return Option.getOrThrow(yield* auth.get(m.connection_id))
+      }
+      attempt++
+    }
+  })
+
 /**
  * The owner's browser sessions: one-time login links, sessions (revocable, expiring), CSRF tokens, and
  * the connection the portal acts as. The portal's caller has the `portal` profile (no elevated gate), and
@@ -41,67 +104,16 @@ const decodeOwners = Schema.decodeUnknown(Schema.Array(Schema.Struct({ user_id: 
  */
 export class Portal extends Effect.Service<Portal>()("sophia/Portal", {
   effect: Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
     const auth = yield* Auth
-    const { named } = yield* makeStatements
+    const rows = yield* makePortalRows
+    const { sql } = rows
+    const identity = makeIdentity(rows, auth)
     const sessionHours = yield* Config.number("SOPHIA_PORTAL_SESSION_HOURS").pipe(
       Config.withDefault(DEFAULT_SESSION_HOURS),
       Effect.orDie
     )
     const sessionMs = Math.max(1, Math.round(sessionHours * 3_600_000))
-
-    const loginRows = named("Portal.login", (p: { hash: string }) =>
-      sql`SELECT token_hash, user_id, expires_at, used_at FROM portal_logins WHERE token_hash = ${p.hash}`)
-    const insertLogin = named("Portal.insertLogin", (p: { hash: string; userId: string; at: string; expires: string }) =>
-      sql`INSERT INTO portal_logins (token_hash, user_id, created_at, expires_at) VALUES (${p.hash}, ${p.userId}, ${p.at}, ${p.expires})`)
-    // the conditional update that wins a link, once
-    const useLogin = named("Portal.useLogin", (p: { hash: string; at: string }) =>
-      sql`UPDATE portal_logins SET used_at = ${p.at} WHERE token_hash = ${p.hash} AND used_at IS NULL RETURNING token_hash`)
-    const sessionRows = named("Portal.session", (p: { hash: string }) =>
-      sql`SELECT id, user_id, csrf, expires_at, revoked_at FROM portal_sessions WHERE token_hash = ${p.hash}`)
-    const insertSession = named("Portal.insertSession", (p: { id: string; hash: string; userId: string; csrf: string; at: string; expires: string }) =>
-      sql`INSERT INTO portal_sessions (id, token_hash, user_id, csrf, created_at, expires_at)
-        VALUES (${p.id}, ${p.hash}, ${p.userId}, ${p.csrf}, ${p.at}, ${p.expires})`)
-    const endSession = named("Portal.logout", (p: { id: string; at: string }) =>
-      sql`UPDATE portal_sessions SET revoked_at = ${p.at} WHERE id = ${p.id} AND revoked_at IS NULL`)
-    const endSessions = named("Portal.logoutAll", (p: { at: string }) =>
-      sql`UPDATE portal_sessions SET revoked_at = ${p.at} WHERE revoked_at IS NULL AND expires_at > ${p.at} RETURNING id`)
-    const identityRows = named("Portal.identity", (p: { userId: string }) =>
-      sql`SELECT connection_id FROM portal_identity WHERE user_id = ${p.userId}`)
-    const recordIdentity = named("Portal.recordIdentity", (p: { userId: string; connectionId: string }) =>
-      sql`INSERT INTO portal_identity (user_id, connection_id) VALUES (${p.userId}, ${p.connectionId})
-        ON CONFLICT (user_id) DO UPDATE SET connection_id = ${p.connectionId}`)
-    const ownerRows = named("Portal.owner", () => sql`SELECT user_id FROM portal_identity ORDER BY user_id LIMIT 1`)
-
     const nowMs = Effect.map(Clock.currentTimeMillis, iso)
-    const identityOf = (userId: string) =>
-      Effect.map(identityRows({ userId }).pipe(Effect.flatMap(decodeIdentities)), (rows) => Option.fromNullable(rows[0]?.connection_id))
-
-    /** The owner's portal connection: the recorded one while it is live, else a new row (recorded). */
-    const identity = (userId?: string) =>
-      Effect.gen(function*() {
-        if (userId !== undefined) {
-          const known = yield* identityOf(userId)
-          if (Option.isSome(known)) {
-            const info = yield* auth.get(known.value)
-            if (Option.isSome(info) && info.value.revoked_at === null) return info.value
-          }
-        }
-        let attempt = 1
-        while (true) {
-          const name = attempt === 1 ? PORTAL_CONNECTION_NAME : `${PORTAL_CONNECTION_NAME}-${attempt}`
-          const minted = yield* auth.createConnection({ name, profile: "full" }).pipe(
-            Effect.map(Option.some),
-            Effect.catchTag("ValidationError", (e) => attempt < 20 ? Effect.succeed(Option.none()) : Effect.die(e))
-          )
-          if (Option.isSome(minted)) {
-            const m = minted.value
-            yield* recordIdentity({ userId: m.user_id, connectionId: m.connection_id })
-            return Option.getOrThrow(yield* auth.get(m.connection_id))
-          }
-          attempt++
-        }
-      })
 
     /** The caller the portal acts as for a session's user: the portal connection with the `portal` profile. */
     const callerFor = spanned(
@@ -122,19 +134,18 @@ export class Portal extends Effect.Service<Portal>()("sophia/Portal", {
     /** The connection id the portal acts as for this user, if it has one (the Fleet page marks it). */
     const connectionOf = spanned(
       "Portal.connectionOf",
-      (userId: string): Effect.Effect<Option.Option<string>> => identityOf(userId).pipe(Effect.catchTag("SqlError", "ParseError", Effect.die))
+      (userId: string): Effect.Effect<Option.Option<string>> => rows.identityOf(userId).pipe(Effect.catchTag("SqlError", "ParseError", Effect.die))
     )
 
     /** A one-time login link for the owner: valid `LOGIN_LINK_TTL_MS`, for one use. */
     const mintLogin = spanned(
       "Portal.mintLogin",
       Effect.fnUntraced(function*() {
-        const owners = yield* ownerRows({}).pipe(Effect.flatMap(decodeOwners))
-        const info = yield* identity(owners[0]?.user_id)
+        const info = yield* identity(yield* rows.owner)
         const now = yield* Clock.currentTimeMillis
         const token = mint("spl_")
         const expires = iso(now + LOGIN_LINK_TTL_MS)
-        yield* insertLogin({ hash: sha256(token), userId: info.user_id, at: iso(now), expires })
+        yield* rows.insertLogin({ hash: sha256(token), userId: info.user_id, at: iso(now), expires })
         return { token, expires_at: expires } satisfies PortalLogin
       }, sql.withTransaction, Effect.catchTag("SqlError", "ParseError", Effect.die))
     )
@@ -148,22 +159,17 @@ export class Portal extends Effect.Service<Portal>()("sophia/Portal", {
       Effect.fnUntraced(function*(token: string) {
         const now = yield* Clock.currentTimeMillis
         const hash = sha256(token)
-        const login = (yield* loginRows({ hash }).pipe(Effect.flatMap(decodeLogins)))[0]
+        const login = yield* rows.login(hash)
         if (login === undefined) return yield* new PortalLoginRefused({ reason: "unknown" })
         if (login.used_at !== null) return yield* new PortalLoginRefused({ reason: "used" })
         if (login.expires_at <= iso(now)) return yield* new PortalLoginRefused({ reason: "expired" })
-        const won = yield* useLogin({ hash, at: iso(now) })
+        const won = yield* rows.useLogin({ hash, at: iso(now) })
         if (won.length === 0) return yield* new PortalLoginRefused({ reason: "used" })
         const sessionToken = mint("sps_")
         const csrf = randomBytes(32).toString("base64url")
         const expires = iso(now + sessionMs)
-        yield* insertSession({ id: randomUUID(), hash: sha256(sessionToken), userId: login.user_id, csrf, at: iso(now), expires })
-        return {
-          session_token: sessionToken,
-          csrf,
-          expires_at: expires,
-          max_age_s: Math.floor(sessionMs / 1000)
-        } satisfies PortalSessionOpened
+        yield* rows.insertSession({ id: randomUUID(), hash: sha256(sessionToken), userId: login.user_id, csrf, at: iso(now), expires })
+        return { session_token: sessionToken, csrf, expires_at: expires, max_age_s: Math.floor(sessionMs / 1000) } satisfies PortalSessionOpened
       }, sql.withTransaction, Effect.catchTag("SqlError", "ParseError", Effect.die))
     )
 
@@ -172,7 +178,7 @@ export class Portal extends Effect.Service<Portal>()("sophia/Portal", {
       "Portal.session",
       Effect.fnUntraced(function*(sessionToken: string | undefined) {
         if (!sessionToken || !sessionToken.startsWith("sps_") || sessionToken.length > 200) return Option.none<PortalSession>()
-        const row = (yield* sessionRows({ hash: sha256(sessionToken) }).pipe(Effect.flatMap(decodeSessions)))[0]
+        const row = yield* rows.session(sha256(sessionToken))
         if (row === undefined || row.revoked_at !== null) return Option.none<PortalSession>()
         if (row.expires_at <= iso(yield* Clock.currentTimeMillis)) return Option.none<PortalSession>()
         return Option.some<PortalSession>({ session_id: row.id, user_id: row.user_id, csrf: row.csrf, expires_at: row.expires_at })
@@ -189,7 +195,7 @@ export class Portal extends Effect.Service<Portal>()("sophia/Portal", {
     const logout = spanned(
       "Portal.logout",
       Effect.fnUntraced(function*(sessionId: string) {
-        yield* endSession({ id: sessionId, at: yield* nowMs })
+        yield* rows.endSession({ id: sessionId, at: yield* nowMs })
       }, Effect.catchTag("SqlError", Effect.die))
     )
 
@@ -197,8 +203,7 @@ export class Portal extends Effect.Service<Portal>()("sophia/Portal", {
     const logoutAll = spanned(
       "Portal.logoutAll",
       Effect.fnUntraced(function*() {
-        const ended = yield* endSessions({ at: yield* nowMs })
-        return ended.length
+        return (yield* rows.endSessions({ at: yield* nowMs })).length
       }, Effect.catchTag("SqlError", Effect.die))
     )
 

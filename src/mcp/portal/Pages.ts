@@ -1,6 +1,20 @@
+import type { Effect } from "effect"
 import type { ApprovalInfo } from "../../domain/Approvals.js"
-import type { ConnectionInfo } from "../../domain/Auth.js"
+import type { ChannelSummary, PostRow } from "../../domain/Coordination.js"
+import type { DocumentHit, FactRow } from "../../domain/Knowledge.js"
+import type { LedgerDiff, LedgerStatus } from "../../domain/Ledger.js"
+import type { FleetView } from "../../domain/Portal.js"
+import type { WaitGraphResult } from "../../domain/Waits.js"
+import type { Knowledge } from "../../services/Knowledge.js"
+import type { Ledger, VerifyReport } from "../../services/Ledger.js"
+import { waitGraphSvg } from "./Graph.js"
 import { Html, html, json } from "./Html.js"
+
+/** What the pages render, as the services return it. */
+type ResultOf<F extends (...args: any) => Effect.Effect<any, any, any>> = Effect.Effect.Success<ReturnType<F>>
+export type WorkListing = ResultOf<Ledger["listWork"]>[number]
+export type ChainEvent = ResultOf<Ledger["events"]>[number]
+export type Mutation = ResultOf<Knowledge["mutations"]>[number]
 
 /** The six pages of the contract, in nav order: [path, visible name]. */
 export const NAV = [
@@ -51,42 +65,34 @@ export const since = (iso: string | null | undefined) => (iso ? html`<time datet
 
 // ------------------------------------------------------------------ Fleet
 
-export interface FleetRow {
-  readonly info: ConnectionInfo
-  readonly unread: number
-  readonly openWaits: number
-  readonly claimed: ReadonlyArray<{ readonly work_id: string; readonly title: string }>
-  readonly isPortal: boolean
-}
-
-export const fleetBody = (csrf: string, rows: ReadonlyArray<FleetRow>) => {
-  const live = rows.filter((r) => r.info.revoked_at === null)
-  const revoked = rows.filter((r) => r.info.revoked_at !== null)
+export const fleetBody = (csrf: string, view: FleetView) => {
+  const live = view.connections.filter((r) => r.connection.revoked_at === null)
+  const revoked = view.connections.filter((r) => r.connection.revoked_at !== null)
   return html`<section aria-labelledby="fleet-h"><h2 id="fleet-h">Connections (${live.length} live)</h2>
 <div class="scroll"><table><thead><tr><th scope="col">Agent</th><th scope="col">Id</th><th scope="col">User</th><th scope="col">Profile</th><th scope="col">Scope</th><th scope="col">Last seen</th><th scope="col">Unread</th><th scope="col">Open waits</th><th scope="col">Claimed work</th><th scope="col">Actions</th></tr></thead><tbody>
 ${
-    live.map((r) =>
-      html`<tr data-connection="${r.info.connection_id}"><th scope="row">${r.info.name}</th><td><code>${r.info.connection_short}</code></td><td>${r.info.user_name}</td>
-<td><span class="badge profile-${r.isPortal ? "portal" : r.info.profile}">${r.isPortal ? "portal" : r.info.profile}</span></td>
-<td>${r.info.entity_scope.length === 0 ? "all" : r.info.entity_scope.join(", ")}</td><td>${since(r.info.last_seen_at)}</td>
-<td>${r.unread}</td><td>${r.openWaits}</td><td>${
+    live.map(({ connection: c, ...r }) =>
+      html`<tr data-connection="${c.connection_id}"><th scope="row">${c.name}</th><td><code>${c.connection_short}</code></td><td>${c.user_name}</td>
+<td><span class="badge profile-${r.is_portal ? "portal" : c.profile}">${r.is_portal ? "portal" : c.profile}</span></td>
+<td>${c.entity_scope.length === 0 ? "all" : c.entity_scope.join(", ")}</td><td>${since(c.last_seen_at)}</td>
+<td>${r.unread}</td><td>${r.open_waits}</td><td>${
         r.claimed.length === 0 ? "—" : r.claimed.map((w) => html`<a href="/portal/ledger?work=${encodeURIComponent(w.work_id)}">${w.work_id}</a> `)
       }</td>
 <td class="actions">${
-        r.isPortal ? html`<span class="muted">this portal</span>` : html`${
+        r.is_portal ? html`<span class="muted">this portal</span>` : html`${
           form(
             csrf,
-            `/portal/connections/${r.info.connection_id}/rename`,
+            `/portal/connections/${c.connection_id}/rename`,
             "Rename",
-            html`<label class="sr" for="rn-${r.info.connection_id}">New name for ${r.info.name}</label><input id="rn-${r.info.connection_id}" name="name" required maxlength="64" value="${r.info.name}">`
+            html`<label class="sr" for="rn-${c.connection_id}">New name for ${c.name}</label><input id="rn-${c.connection_id}" name="name" required maxlength="64" value="${c.name}">`
           )
-        }${form(csrf, `/portal/connections/${r.info.connection_id}/revoke`, "Revoke")}`
+        }${form(csrf, `/portal/connections/${c.connection_id}/revoke`, "Revoke")}`
       }</td></tr>`
     )
   }</tbody></table></div></section>
 ${
     revoked.length === 0 ? "" : html`<details><summary>${revoked.length} revoked</summary><ul>${
-      revoked.slice(0, 100).map((r) => html`<li>${r.info.name} <code>${r.info.connection_short}</code> revoked ${since(r.info.revoked_at)}</li>`)
+      revoked.slice(0, 100).map(({ connection: c }) => html`<li>${c.name} <code>${c.connection_short}</code> revoked ${since(c.revoked_at)}</li>`)
     }</ul></details>`
   }`
 }
@@ -135,7 +141,7 @@ export const approvalsBody = (csrf: string, pending: ReadonlyArray<ApprovalInfo>
 
 // ------------------------------------------------------------------ Channels
 
-export const channelsBody = (channels: ReadonlyArray<any>, selected: string | undefined, posts: ReadonlyArray<any>) =>
+export const channelsBody = (channels: ReadonlyArray<ChannelSummary>, selected: string | undefined, posts: ReadonlyArray<PostRow>) =>
   html`<div class="split"><section aria-labelledby="ch-h"><h2 id="ch-h">Channels</h2><ul class="list">${
     channels.map((c) =>
       html`<li><a href="/portal/channels?channel=${encodeURIComponent(c.channel)}"${
@@ -148,37 +154,45 @@ export const channelsBody = (channels: ReadonlyArray<any>, selected: string | un
       posts.map((p) =>
         html`<li class="post kind-${p.kind}"><div class="meta"><span class="seq">#${p.channel_seq}</span> <span class="badge">${p.kind}</span> <strong>${p.agent_name}</strong> <code>${p.connection_short}</code> ${
           since(p.created_at)
-        }${p.to ? html` → ${p.to.agent_name ?? p.to}` : ""}</div><div class="body">${p.body}</div></li>`
+        }${p.to ? html` → ${p.to_agent_name ?? p.to}` : ""}</div><div class="body">${p.body}</div></li>`
       )
     }</ol>`
   }</section></div>`
 
 // ------------------------------------------------------------------ Waits
 
-export const waitsBody = (graph: any, svg: string) =>
+/** The graph's drawing: each cycle by its connections (the repeated first one dropped), orphaned waits by why. */
+const drawing = (graph: WaitGraphResult) =>
+  waitGraphSvg({
+    edges: graph.edges,
+    cycles: graph.cycles.map((c) => c.slice(0, -1).map((r) => r.connection_id)),
+    orphanedWaits: new Map(graph.orphaned.waits.map((o) => [o.wait_id, o.why] as const))
+  })
+
+export const waitsBody = (graph: WaitGraphResult) =>
   html`<section aria-labelledby="graph-h"><h2 id="graph-h">Wait graph (${graph.edges.length} open waits)</h2>
 <p class="legend"><span class="key key-edge"></span> waits on <span class="key key-cycle"></span> cycle <span class="key key-orphan"></span> orphaned (awaited agent revoked or silent)</p>
-${graph.edges.length === 0 ? html`<p class="muted">No open waits.</p>` : html`<div class="scroll graph">${new Html(svg)}</div>`}
+${graph.edges.length === 0 ? html`<p class="muted">No open waits.</p>` : html`<div class="scroll graph">${new Html(drawing(graph))}</div>`}
 ${
     graph.cycles.length === 0 ? "" : html`<h3>Cycles</h3><ul>${
-      graph.cycles.map((c: Array<any>) => html`<li class="cycle">${c.map((r) => r.agent_name).join(" → ")}</li>`)
+      graph.cycles.map((c) => html`<li class="cycle">${c.map((r) => r.agent_name).join(" → ")}</li>`)
     }</ul>`
   }
 ${
-    (graph.orphaned?.work ?? []).length === 0 ? "" : html`<h3>Orphaned work (claimant revoked or silent)</h3><ul>${
-      graph.orphaned.work.map((w: any) =>
-        html`<li class="orphan"><a href="/portal/ledger?work=${encodeURIComponent(w.work_id)}">${w.work_id}</a> ${w.title ?? ""} · claimant <code>${
-          String(w.connection_id).slice(0, 8)
+    graph.orphaned.work.length === 0 ? "" : html`<h3>Orphaned work (claimant revoked or silent)</h3><ul>${
+      graph.orphaned.work.map((w) =>
+        html`<li class="orphan"><a href="/portal/ledger?work=${encodeURIComponent(w.work_id)}">${w.work_id}</a> ${w.title} · claimant <code>${
+          w.connection_id.slice(0, 8)
         }</code> ${w.reason} since ${since(w.since)}</li>`
       )
     }</ul>`
   }
 <h3>Waits</h3><div class="scroll"><table><thead><tr><th scope="col">Waiter</th><th scope="col">Waits on</th><th scope="col">Predicate</th><th scope="col">Reason</th><th scope="col">Expires</th><th scope="col">Orphan</th></tr></thead><tbody>${
-    graph.edges.map((e: any) => {
-      const orphan = (graph.orphaned?.waits ?? []).find((o: any) => o.wait_id === e.wait_id)
+    graph.edges.map((e) => {
+      const orphan = graph.orphaned.waits.find((o) => o.wait_id === e.wait_id)
       return html`<tr${orphan ? new Html(" class=\"orphan\"") : ""}><td>${e.waiter.agent_name}</td><td>${e.on.agent_name}</td><td><code>${
         JSON.stringify(e.predicate)
-      }</code></td><td>${e.reason}</td><td>${since(e.expires_at)}</td><td>${orphan ? orphan.why ?? orphan.reason ?? "yes" : ""}</td></tr>`
+      }</code></td><td>${e.reason}</td><td>${since(e.expires_at)}</td><td>${orphan ? orphan.why : ""}</td></tr>`
     })
   }</tbody></table></div></section>`
 
@@ -186,7 +200,7 @@ ${
 
 export const evidenceBadge = (e: string) => html`<span class="badge evidence-${e}">${e}</span>`
 
-export const ledgerListBody = (items: ReadonlyArray<any>, names: ReadonlyMap<string, string>) =>
+export const ledgerListBody = (items: ReadonlyArray<WorkListing>, names: ReadonlyMap<string, string>) =>
   html`<section aria-labelledby="items-h"><h2 id="items-h">Work items (${items.length})</h2><div class="scroll"><table><thead><tr><th scope="col">Work</th><th scope="col">Title</th><th scope="col">Status</th><th scope="col">Claimant</th><th scope="col">Seq</th><th scope="col">Head</th><th scope="col">Updated</th></tr></thead><tbody>${
     items.map((w) =>
       html`<tr><th scope="row"><a href="/portal/ledger?work=${encodeURIComponent(w.work_id)}">${w.work_id}</a></th><td>${w.title}</td><td><span class="badge status-${w.status}">${w.status}</span></td><td>${
@@ -195,12 +209,19 @@ export const ledgerListBody = (items: ReadonlyArray<any>, names: ReadonlyMap<str
     )
   }</tbody></table></div></section>`
 
-export const verifyResult = (report: any) =>
-  report.ok
+export const verifyResult = (report: VerifyReport) =>
+  report.first_break === null
     ? html`<p class="notice" role="status" id="verify-result">Ledger verified: ${report.work_items} work items, ${report.events} events, every hash and state recomputed — no break.</p>`
     : html`<p class="error" role="alert" id="verify-result">Ledger broken: ${report.first_break.work_id} seq ${report.first_break.seq}: ${report.first_break.reason}</p>`
 
-export const ledgerItemBody = (status: any, events: ReadonlyArray<any>, diff: any | undefined, names: ReadonlyMap<string, string>, from?: string, to?: string) => {
+export const ledgerItemBody = (
+  status: LedgerStatus,
+  events: ReadonlyArray<ChainEvent>,
+  diff: LedgerDiff | undefined,
+  names: ReadonlyMap<string, string>,
+  from?: string,
+  to?: string
+) => {
   const nameOf = (id: string | null) => (id ? names.get(id) ?? id.slice(0, 8) : "—")
   const heads = events.map((e) => e.hash)
   const headOptions = (selected: string | undefined) =>
@@ -210,7 +231,7 @@ export const ledgerItemBody = (status: any, events: ReadonlyArray<any>, diff: an
 <div class="split"><div><h3>Settled</h3><dl><dt>Status</dt><dd>${status.settled.status}${status.settled.resolution ? ` (${status.settled.resolution})` : ""}</dd>
 <dt>Claimant</dt><dd>${nameOf(status.settled.claimant)}</dd><dt>Head</dt><dd><code class="hash">${status.settled.head}</code> (seq ${status.settled.seq})</dd></dl>
 <table><thead><tr><th scope="col">Field</th><th scope="col">Value</th><th scope="col">Evidence</th><th scope="col">Set by</th><th scope="col">Seq</th></tr></thead><tbody>${
-    Object.entries(status.settled.fields).map(([k, f]: [string, any]) =>
+    Object.entries(status.settled.fields).map(([k, f]) =>
       html`<tr><th scope="row">${k}</th><td><code>${JSON.stringify(f.value)}</code></td><td>${evidenceBadge(f.evidence)}</td><td>${nameOf(f.set_by)}</td><td>${f.seq}</td></tr>`
     )
   }</tbody></table></div>
@@ -236,7 +257,7 @@ export const ledgerItemBody = (status: any, events: ReadonlyArray<any>, diff: an
     diff === undefined ? "" : html`<div id="diff"><p>seq ${diff.from.seq} → ${diff.to.seq}: ${diff.events} events; status ${diff.status.before} → ${diff.status.after}; claimant ${
       nameOf(diff.claimant.before)
     } → ${nameOf(diff.claimant.after)}</p><table><thead><tr><th scope="col">Field</th><th scope="col">Before</th><th scope="col">After</th></tr></thead><tbody>${
-      diff.changes.map((c: any) =>
+      diff.changes.map((c) =>
         html`<tr><th scope="row">${c.field}</th><td>${c.before ? html`<code>${JSON.stringify(c.before.value)}</code> ${evidenceBadge(c.before.evidence)}` : "—"}</td><td>${
           c.after ? html`<code>${JSON.stringify(c.after.value)}</code> ${evidenceBadge(c.after.evidence)}` : "—"
         }</td></tr>`
@@ -247,7 +268,14 @@ export const ledgerItemBody = (status: any, events: ReadonlyArray<any>, diff: an
 
 // ------------------------------------------------------------------ Knowledge
 
-export const knowledgeBody = (csrf: string, query: string, documents: ReadonlyArray<any>, facts: ReadonlyArray<any>, journal: ReadonlyArray<any>, names: ReadonlyMap<string, string>) =>
+export const knowledgeBody = (
+  csrf: string,
+  query: string,
+  documents: ReadonlyArray<DocumentHit>,
+  facts: ReadonlyArray<FactRow>,
+  journal: ReadonlyArray<Mutation>,
+  names: ReadonlyMap<string, string>
+) =>
   html`<section aria-labelledby="docs-h"><h2 id="docs-h">Documents</h2>
 <form method="get" action="/portal/knowledge" role="search" class="grid"><label for="kq">Search documents</label><input id="kq" name="q" value="${query}"><button type="submit">Search</button></form>
 ${
@@ -258,7 +286,7 @@ ${
 <section aria-labelledby="facts-h"><h2 id="facts-h">Facts (${facts.length})</h2><div class="scroll"><table><thead><tr><th scope="col">Subject</th><th scope="col">Predicate</th><th scope="col">Object</th><th scope="col">Origin</th><th scope="col">Sources</th></tr></thead><tbody>${
     facts.map((f) =>
       html`<tr><td>${f.subject}</td><td>${f.predicate}</td><td>${f.object}</td><td>${f.origin}</td><td>${
-        f.sources.length === 0 ? "—" : f.sources.map((s: any) => html`<span class="src">${s.title}${s.uri ? ` (${s.uri})` : ""}</span> `)
+        f.sources.length === 0 ? "—" : f.sources.map((s) => html`<span class="src">${s.title}${s.uri ? ` (${s.uri})` : ""}</span> `)
       }</td></tr>`
     )
   }</tbody></table></div></section>
@@ -266,7 +294,7 @@ ${
     journal.map((m) =>
       html`<tr data-mutation="${m.id}"><th scope="row"><code>${m.id.slice(0, 12)}</code></th><td>${m.tool}</td><td>${names.get(m.connection_id) ?? m.connection_id.slice(0, 8)}</td><td>${
         since(m.created_at)
-      }</td><td>${m.changes.map((c: any) => `${c.kind} ${c.before === null ? "added" : c.after === null ? "removed" : "changed"}`).join(", ")}</td><td>${
+      }</td><td>${m.changes.map((c) => `${c.kind} ${c.before === null ? "added" : c.after === null ? "removed" : "changed"}`).join(", ")}</td><td>${
         m.reverted_by !== null ? html`<span class="muted">reverted</span>` : m.reverts !== null ? html`<span class="muted">a revert</span>` :
           form(csrf, `/portal/knowledge/mutations/${encodeURIComponent(m.id)}/revert`, "Revert")
       }</td></tr>`

@@ -1,0 +1,71 @@
+import { Effect, Fiber, Option, Queue, Runtime, Schedule } from "effect"
+import type * as http from "node:http"
+import type { DomainEvent } from "../../domain/Events.js"
+import type { PortalSession } from "../../domain/Portal.js"
+import { Events } from "../../services/Events.js"
+import { Portal } from "../../services/Portal.js"
+import { SECURITY_HEADERS, sessionCookieOf } from "./Web.js"
+
+/** Which live regions a committed event refreshes (the names a page's `data-live` lists). */
+const liveNamesOf = (event: DomainEvent): ReadonlyArray<string> => {
+  switch (event._tag) {
+    case "PostLanded":
+      return event.channel === "waits" ? ["posts", "waits", "fleet"] : ["posts", "fleet"]
+    case "WaitResolved":
+      return ["waits", "fleet"]
+    case "ConnectionRevoked":
+      return ["fleet", "waits"]
+    case "ApprovalRequested":
+    case "ApprovalDecided":
+      return ["approvals"]
+    case "LedgerAppended":
+      return ["ledger", "fleet"]
+  }
+}
+
+/** The Approvals page lists every user's approvals; everything else the portal shows is the session user's. */
+const concernsSession = (event: DomainEvent, session: PortalSession) =>
+  event._tag === "ApprovalRequested" || event._tag === "ApprovalDecided" || event.user_id === session.user_id
+
+/**
+ * The portal's live stream (`/portal/events`): every committed domain event that concerns the session,
+ * named by the regions it refreshes, as Server-Sent Events — a new approval (`ApprovalRequested`) as
+ * much as a post. The page re-fetches its region on the names it lists (assets/portal.js). Events come
+ * from this daemon's commits and, on Postgres, every other daemon's (layers/CrossDaemon.ts).
+ */
+export const makeLiveStream = Effect.gen(function*() {
+  const events = yield* Events
+  const portal = yield* Portal
+  const runFork = Runtime.runFork(yield* Effect.runtime<never>())
+
+  const stream = (req: http.IncomingMessage, res: http.ServerResponse, session: PortalSession) => {
+    res.writeHead(200, {
+      "content-type": "text/event-stream; charset=utf-8",
+      "cache-control": "no-store",
+      connection: "keep-alive",
+      ...SECURITY_HEADERS
+    })
+    res.write("retry: 1000\n\n")
+    const write = (name: string, data: unknown) => Effect.sync(() => void res.write(`event: ${name}\ndata: ${JSON.stringify(data)}\n\n`))
+    const program = Effect.scoped(Effect.gen(function*() {
+      const queue = yield* events.listen
+      yield* write("ready", { at: new Date().toISOString() })
+      const pump = Queue.take(queue).pipe(
+        Effect.flatMap((event) =>
+          concernsSession(event, session) ? Effect.forEach(liveNamesOf(event), (name) => write(name, event), { discard: true }) : Effect.void
+        ),
+        Effect.forever
+      )
+      const heartbeat = Effect.sync(() => void res.write(": keep-alive\n\n")).pipe(Effect.repeat(Schedule.spaced("15 seconds")))
+      // the session may be logged out or expire while the stream is open: it then ends
+      const stillValid = portal.session(sessionCookieOf(req)).pipe(
+        Effect.repeat({ schedule: Schedule.spaced("5 seconds"), while: Option.isSome })
+      )
+      yield* Effect.raceFirst(Effect.all([pump, heartbeat], { concurrency: "unbounded", discard: true }), stillValid)
+    }))
+    const fiber = runFork(program.pipe(Effect.ensuring(Effect.sync(() => res.end()))))
+    req.on("close", () => runFork(Fiber.interrupt(fiber)))
+  }
+
+  return { stream } as const
+})
