@@ -4,6 +4,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Schema } from "effect"
 import type { ParseError } from "effect/ParseResult"
 import { DbInt } from "../../domain/Time.js"
+import type { Statements } from "./Statements.js"
 import { family, limitTo, makeStatements } from "./Statements.js"
 
 /**
@@ -161,77 +162,82 @@ interface Source {
   readonly behind: (p: {}) => Effect.Effect<ReadonlyArray<unknown>, SqlError>
 }
 
+const literal = (sql: SqlClient.SqlClient) => (s: string) => sql.literal(s)
+
+/** A kind's progress row moved to `pos`. */
+const progressedIn = (sql: SqlClient.SqlClient, named: Statements["named"], table: string) =>
+  named(`FullText.${table}.progressed`, (p: { userId: string; pos: number }) =>
+    sql`INSERT INTO ${sql.literal(table)} (user_id, pos) VALUES (${p.userId}, ${p.pos})
+      ON CONFLICT (user_id) DO UPDATE SET pos = excluded.pos`)
+
+/** Posts: positions on the rows (`posts.pos`); a post never changes, so a batch only inserts. */
+const postsSource = (sql: SqlClient.SqlClient, named: Statements["named"]): Source => ({
+  state: named("FullText.posts.state", (p: { userId: string }) =>
+    sql`SELECT COALESCE((SELECT pos FROM posts_fts_progress WHERE user_id = ${p.userId}), 0) AS indexed,
+      COALESCE((SELECT MAX(pos) FROM posts WHERE user_id = ${p.userId}), 0) AS newest`),
+  // a user's posts have every position from 1 to the newest
+  bound: (_userId, indexed, newest) => Effect.succeed(Math.min(newest, indexed + POSTS_BATCH)),
+  write: named("FullText.posts.index", (p: { userId: string; after: number; upTo: number }) =>
+    sql`INSERT INTO posts_fts (post_id, user_id, body) SELECT id, user_id, body FROM posts
+      WHERE user_id = ${p.userId} AND pos > ${p.after} AND pos <= ${p.upTo} ORDER BY pos`),
+  progressed: progressedIn(sql, named, "posts_fts_progress"),
+  behind: named("FullText.posts.behind", () =>
+    sql`SELECT c.user_id FROM post_counters c LEFT JOIN posts_fts_progress p ON p.user_id = c.user_id
+      WHERE c.last_pos > COALESCE(p.pos, 0)`)
+})
+
 /**
- * Full-text search over the store: `matches` (ranked hits, caught up first), `changed` (inside the write
- * that changed documents or facts) and `catchUp` (the batches; for the background feed). Needs only
- * `SqlClient`; every instance works on the same tables, so the services and the feed each make their own.
+ * Documents and facts: positions in the kind's change log; a batch makes the index say what the changed
+ * rows say now.
  */
-export const makeFullText = Effect.gen(function*() {
+const changeLogSource = (sql: SqlClient.SqlClient, named: Statements["named"], kind: ChangingKind): Source => {
+  const text = literal(sql)
+  const { fts, key, table } = RANKING[kind]
+  const { batch, changes, columns, progress } = CHANGE_LOGGED[kind]
+  const [rows, index, id, log] = [text(table), text(fts), text(key), text(changes)]
+  const boundAfter = named(`FullText.${kind}.bound`, (p: { userId: string; after: number }) =>
+    sql`SELECT pos FROM ${log} WHERE user_id = ${p.userId} AND pos > ${p.after} ORDER BY pos ${sql.literal(`LIMIT 1 OFFSET ${batch - 1}`)}`)
+  // the rows changed in the range leave the index: a row whose first change is in the range was never in it
+  const unindex = named(`FullText.${kind}.unindex`, (p: { userId: string; after: number; upTo: number }) =>
+    sql`DELETE FROM ${index} WHERE rowid IN (SELECT first_pos FROM (
+        SELECT (SELECT MIN(f.pos) FROM ${log} f WHERE f.${id} = c.${id}) AS first_pos FROM ${log} c
+        WHERE c.user_id = ${p.userId} AND c.pos > ${p.after} AND c.pos <= ${p.upTo}
+      ) WHERE first_pos <= ${p.after})`)
+  // and the live ones come back, each once, in rowid order (FTS5 appends ascending rowids cheapest)
+  const reindex = named(`FullText.${kind}.index`, (p: { userId: string; after: number; upTo: number }) =>
+    sql`INSERT INTO ${index} (rowid, ${id}, user_id, ${text(columns.join(", "))})
+      SELECT (SELECT MIN(f.pos) FROM ${log} f WHERE f.${id} = b.id) AS first_pos, b.id, b.user_id, ${text(columnsOf("b", columns))}
+      FROM ${rows} b
+      WHERE b.id IN (SELECT ${id} FROM ${log} WHERE user_id = ${p.userId} AND pos > ${p.after} AND pos <= ${p.upTo})
+        AND b.deleted_at IS NULL
+      ORDER BY first_pos`)
+  return {
+    state: named(`FullText.${kind}.state`, (p: { userId: string }) =>
+      sql`SELECT COALESCE((SELECT pos FROM ${text(progress)} WHERE user_id = ${p.userId}), 0) AS indexed,
+        COALESCE((SELECT MAX(pos) FROM ${log} WHERE user_id = ${p.userId}), 0) AS newest`),
+    // positions are shared by every user: a user's next `batch` changes end wherever they end
+    bound: (userId, indexed, newest) =>
+      Effect.map(Effect.flatMap(boundAfter({ userId, after: indexed }), decodePositions), (next) => next[0]?.pos ?? newest),
+    write: (p) => Effect.zipRight(unindex(p), reindex(p)),
+    progressed: progressedIn(sql, named, progress),
+    behind: named(`FullText.${kind}.behind`, () =>
+      sql`SELECT c.user_id FROM (SELECT user_id, MAX(pos) AS newest FROM ${log} GROUP BY user_id) c
+        LEFT JOIN ${text(progress)} p ON p.user_id = c.user_id WHERE c.newest > COALESCE(p.pos, 0)`)
+  }
+}
+
+/**
+ * The batches (SQLite): `changed` inside the write that changed documents or facts, `catchUp` before a
+ * search and from the feed. Nothing to do on Postgres.
+ */
+const makeBatches = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
-  const { named, shaped } = yield* makeStatements
+  const { named } = yield* makeStatements
   /** SQLite: the indexes are written in batches (Postgres indexes itself). */
   const batched = sql.onDialectOrElse({ pg: () => false, orElse: () => true })
-  const text = (s: string) => sql.literal(s)
-
-  // ---------------------------------------------------------------- the batches (SQLite)
-
-  const progressed = (table: string) =>
-    named(`FullText.${table}.progressed`, (p: { userId: string; pos: number }) =>
-      sql`INSERT INTO ${text(table)} (user_id, pos) VALUES (${p.userId}, ${p.pos})
-        ON CONFLICT (user_id) DO UPDATE SET pos = excluded.pos`)
-
-  const postsSource = (): Source => ({
-    state: named("FullText.posts.state", (p: { userId: string }) =>
-      sql`SELECT COALESCE((SELECT pos FROM posts_fts_progress WHERE user_id = ${p.userId}), 0) AS indexed,
-        COALESCE((SELECT MAX(pos) FROM posts WHERE user_id = ${p.userId}), 0) AS newest`),
-    // a user's posts have every position from 1 to the newest
-    bound: (_userId, indexed, newest) => Effect.succeed(Math.min(newest, indexed + POSTS_BATCH)),
-    write: named("FullText.posts.index", (p: { userId: string; after: number; upTo: number }) =>
-      sql`INSERT INTO posts_fts (post_id, user_id, body) SELECT id, user_id, body FROM posts
-        WHERE user_id = ${p.userId} AND pos > ${p.after} AND pos <= ${p.upTo} ORDER BY pos`),
-    progressed: progressed("posts_fts_progress"),
-    behind: named("FullText.posts.behind", () =>
-      sql`SELECT c.user_id FROM post_counters c LEFT JOIN posts_fts_progress p ON p.user_id = c.user_id
-        WHERE c.last_pos > COALESCE(p.pos, 0)`)
-  })
-
-  const changeLogSource = (kind: ChangingKind): Source => {
-    const { fts, key, table } = RANKING[kind]
-    const { batch, changes, columns, progress } = CHANGE_LOGGED[kind]
-    const [rows, index, id, log] = [text(table), text(fts), text(key), text(changes)]
-    const boundAfter = named(`FullText.${kind}.bound`, (p: { userId: string; after: number }) =>
-      sql`SELECT pos FROM ${log} WHERE user_id = ${p.userId} AND pos > ${p.after} ORDER BY pos ${sql.literal(`LIMIT 1 OFFSET ${batch - 1}`)}`)
-    // the rows changed in the range leave the index: a row whose first change is in the range was never in it
-    const unindex = named(`FullText.${kind}.unindex`, (p: { userId: string; after: number; upTo: number }) =>
-      sql`DELETE FROM ${index} WHERE rowid IN (SELECT first_pos FROM (
-          SELECT (SELECT MIN(f.pos) FROM ${log} f WHERE f.${id} = c.${id}) AS first_pos FROM ${log} c
-          WHERE c.user_id = ${p.userId} AND c.pos > ${p.after} AND c.pos <= ${p.upTo}
-        ) WHERE first_pos <= ${p.after})`)
-    // and the live ones come back, each once, in rowid order (FTS5 appends ascending rowids cheapest)
-    const reindex = named(`FullText.${kind}.index`, (p: { userId: string; after: number; upTo: number }) =>
-      sql`INSERT INTO ${index} (rowid, ${id}, user_id, ${text(columns.join(", "))})
-        SELECT (SELECT MIN(f.pos) FROM ${log} f WHERE f.${id} = b.id) AS first_pos, b.id, b.user_id, ${text(columnsOf("b", columns))}
-        FROM ${rows} b
-        WHERE b.id IN (SELECT ${id} FROM ${log} WHERE user_id = ${p.userId} AND pos > ${p.after} AND pos <= ${p.upTo})
-          AND b.deleted_at IS NULL
-        ORDER BY first_pos`)
-    return {
-      state: named(`FullText.${kind}.state`, (p: { userId: string }) =>
-        sql`SELECT COALESCE((SELECT pos FROM ${text(progress)} WHERE user_id = ${p.userId}), 0) AS indexed,
-          COALESCE((SELECT MAX(pos) FROM ${log} WHERE user_id = ${p.userId}), 0) AS newest`),
-      // positions are shared by every user: a user's next `batch` changes end wherever they end
-      bound: (userId, indexed, newest) =>
-        Effect.map(Effect.flatMap(boundAfter({ userId, after: indexed }), decodePositions), (next) => next[0]?.pos ?? newest),
-      write: (p) => Effect.zipRight(unindex(p), reindex(p)),
-      progressed: progressed(progress),
-      behind: named(`FullText.${kind}.behind`, () =>
-        sql`SELECT c.user_id FROM (SELECT user_id, MAX(pos) AS newest FROM ${log} GROUP BY user_id) c
-          LEFT JOIN ${text(progress)} p ON p.user_id = c.user_id WHERE c.newest > COALESCE(p.pos, 0)`)
-    }
-  }
 
   const sources: Record<TextKind, Source> | undefined = batched
-    ? { documents: changeLogSource("documents"), facts: changeLogSource("facts"), posts: postsSource() }
+    ? { documents: changeLogSource(sql, named, "documents"), facts: changeLogSource(sql, named, "facts"), posts: postsSource(sql, named) }
     : undefined
 
   const logChanges = batched
@@ -282,44 +288,59 @@ export const makeFullText = Effect.gen(function*() {
       for (const userId of users) yield* catchUp(kind, userId)
     })
 
-  // ---------------------------------------------------------------- ranked matches
+  return { batched, changed, catchUp, catchUpAll } as const
+})
 
-  /**
-   * Two stages on either store: rank inside the index (user and scope filter there) and keep the best
-   * `limit`, then cut snippets and read the rows' columns for those only (a snippet per match before
-   * sorting is the slow path). Scores: SQLite's is BM25 negated, Postgres's ts_rank.
-   */
-  const rankedStatement = (
-    r: Ranking,
-    select: Statement.Fragment,
-    p: { readonly userId: string; readonly match: string },
-    limit: number,
-    inScope: (column: string) => Statement.Fragment
-  ) =>
-    sql.onDialectOrElse({
-      pg: () =>
-        sql`WITH q AS (SELECT to_tsquery('simple', ${p.match}) AS q),
-          top AS (
-            SELECT b.id, ${text(r.tsRank)} AS score FROM ${text(r.table)} b, q
-            WHERE b.search @@ q.q AND b.user_id = ${p.userId} ${text(r.live ? "AND b.deleted_at IS NULL" : "")} ${inScope("b.entity_id")}
-            ORDER BY score DESC, b.id ${limitTo(sql, limit)}
-          )
-          SELECT b.id AS id, ${select},
-            ts_headline('simple', ${text(r.headline)}, q.q, ${text(`'${r.headlineOptions}'`)}) AS snippet, top.score AS score
-          FROM top JOIN ${text(r.table)} b ON b.id = top.id, q
-          ORDER BY top.score DESC, b.id`,
-      orElse: () =>
-        sql`WITH top AS (
-            SELECT rowid AS rid, ${text(r.bm25)} AS rank FROM ${text(r.fts)}
-            WHERE ${text(r.fts)} MATCH ${p.match} AND user_id = ${p.userId} ${inScope("entity_id")}
-            ORDER BY rank ${limitTo(sql, limit)}
-          )
-          SELECT b.id AS id, ${select}, snippet(${text(r.fts)}, -1, '[', ']', '…', 16) AS snippet, -top.rank AS score
-          FROM top JOIN ${text(r.fts)} ON ${text(r.fts)}.rowid = top.rid
-            JOIN ${text(r.table)} b ON b.id = ${text(r.fts)}.${text(r.key)}
-          WHERE ${text(r.fts)} MATCH ${p.match} ${text(r.live ? "AND b.deleted_at IS NULL" : "")}
-          ORDER BY top.rank, b.id`
-    })
+/**
+ * Two stages on either store: rank inside the index (user and scope filter there) and keep the best
+ * `limit`, then cut snippets and read the rows' columns for those only (a snippet per match before
+ * sorting is the slow path). Scores: SQLite's is BM25 negated, Postgres's ts_rank.
+ */
+const rankedStatement = (
+  sql: SqlClient.SqlClient,
+  r: Ranking,
+  select: Statement.Fragment,
+  p: { readonly userId: string; readonly match: string },
+  limit: number,
+  inScope: (column: string) => Statement.Fragment
+) => {
+  const text = literal(sql)
+  return sql.onDialectOrElse({
+    pg: () =>
+      sql`WITH q AS (SELECT to_tsquery('simple', ${p.match}) AS q),
+        top AS (
+          SELECT b.id, ${text(r.tsRank)} AS score FROM ${text(r.table)} b, q
+          WHERE b.search @@ q.q AND b.user_id = ${p.userId} ${text(r.live ? "AND b.deleted_at IS NULL" : "")} ${inScope("b.entity_id")}
+          ORDER BY score DESC, b.id ${limitTo(sql, limit)}
+        )
+        SELECT b.id AS id, ${select},
+          ts_headline('simple', ${text(r.headline)}, q.q, ${text(`'${r.headlineOptions}'`)}) AS snippet, top.score AS score
+        FROM top JOIN ${text(r.table)} b ON b.id = top.id, q
+        ORDER BY top.score DESC, b.id`,
+    orElse: () =>
+      sql`WITH top AS (
+          SELECT rowid AS rid, ${text(r.bm25)} AS rank FROM ${text(r.fts)}
+          WHERE ${text(r.fts)} MATCH ${p.match} AND user_id = ${p.userId} ${inScope("entity_id")}
+          ORDER BY rank ${limitTo(sql, limit)}
+        )
+        SELECT b.id AS id, ${select}, snippet(${text(r.fts)}, -1, '[', ']', '…', 16) AS snippet, -top.rank AS score
+        FROM top JOIN ${text(r.fts)} ON ${text(r.fts)}.rowid = top.rid
+          JOIN ${text(r.table)} b ON b.id = ${text(r.fts)}.${text(r.key)}
+        WHERE ${text(r.fts)} MATCH ${p.match} ${text(r.live ? "AND b.deleted_at IS NULL" : "")}
+        ORDER BY top.rank, b.id`
+  })
+}
+
+/**
+ * Full-text search over the store: `matches` (ranked hits, caught up first), `changed` (inside the write
+ * that changed documents or facts) and `catchUp` (the batches; for the background feed). Needs only
+ * `SqlClient`; every instance works on the same tables, so the services and the feed each make their own.
+ */
+export const makeFullText = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const { named, shaped } = yield* makeStatements
+  const { batched, catchUp, catchUpAll, changed } = yield* makeBatches
+  const text = literal(sql)
 
   /**
    * The user's rows of `kind` matching the words of a query, best first: each row's `id`, its `columns`,
@@ -331,10 +352,10 @@ export const makeFullText = Effect.gen(function*() {
     const select = text(columnsOf("b", columns))
     const matchOf = batched ? ftsQuery : tsQuery
     const everywhere = family((limit: number) =>
-      named(`FullText.${kind}.matches`, (p: { userId: string; match: string }) => rankedStatement(r, select, p, limit, () => sql``)))
+      named(`FullText.${kind}.matches`, (p: { userId: string; match: string }) => rankedStatement(sql, r, select, p, limit, () => sql``)))
     const inScope = family((limit: number) =>
       shaped(`FullText.${kind}.matchesInScope`, 256, (p: { userId: string; match: string; scope: ReadonlyArray<string> }) =>
-        rankedStatement(r, select, p, limit, (column) => sql`AND ${text(column)} IN ${sql.in(p.scope)}`)))
+        rankedStatement(sql, r, select, p, limit, (column) => sql`AND ${text(column)} IN ${sql.in(p.scope)}`)))
     return (q: MatchQuery): Effect.Effect<ReadonlyArray<unknown>, SqlError | ParseError> => {
       const match = matchOf(q.text)
       if (match === undefined || (q.scope !== undefined && q.scope.length === 0)) return Effect.succeed([])
