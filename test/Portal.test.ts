@@ -223,4 +223,28 @@ describe("portal routes over HTTP", () => {
       assert.include(text, `"author":"${caller.connectionId}"`)
       received.controller.abort()
     }).pipe(Effect.provide(ServeWithPortal)))
+
+  it.live("a new approval reaches the live stream as an approvals event (ApprovalRequested), no polling", () =>
+    Effect.gen(function*() {
+      const { base, cookie } = yield* login
+      const { caller } = yield* connect("scribe", "assistant")
+      const received = yield* Effect.promise(async () => {
+        const controller = new AbortController()
+        const r = await fetch(`${base}/portal/events`, { headers: { cookie: `sophia_portal=${cookie}` }, signal: controller.signal })
+        const reader = r.body!.getReader()
+        let text = ""
+        const decoder = new TextDecoder()
+        return { controller, read: async (until: RegExp) => {
+          while (!until.test(text)) text += decoder.decode((await reader.read()).value)
+          return text
+        } }
+      })
+      yield* Effect.promise(() => received.read(/event: ready/))
+      const out = yield* (yield* Dispatcher).call(caller, "sophia.add_document", { title: "t", body: "b" })
+      assert.isFalse(out.ok)
+      const id = (out.body.error as any).approval_id as string
+      const text = yield* Effect.promise(() => received.read(/event: approvals\ndata: [^\n]*"_tag":"ApprovalRequested"/))
+      assert.include(text, `"approval_id":"${id}"`)
+      received.controller.abort()
+    }).pipe(Effect.provide(ServeWithPortal)))
 })

@@ -5,7 +5,7 @@ import { createHash } from "node:crypto"
 /**
  * Approvals: a permission for one call — one connection, one tool, one exact set of arguments — that an
  * assistant's write or anyone's elevated call waits for. Plain writes may be approved through MCP
- * elicitation; elevated calls only through the owner's channel (the CLI now, the portal later).
+ * elicitation; elevated calls only through the owner's channel (the CLI, the portal).
  */
 
 export const APPROVAL_STATUSES = ["pending", "approved", "denied", "executed"] as const
