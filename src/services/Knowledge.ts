@@ -13,6 +13,7 @@ import type {
 import { Coordination } from "./Coordination.js"
 import { makeDocuments } from "./knowledge/Documents.js"
 import { makeEntities } from "./knowledge/Entities.js"
+import { makeFactQuery } from "./knowledge/FactQuery.js"
 import { makeFacts } from "./knowledge/Facts.js"
 import { makeJournal } from "./knowledge/Journal.js"
 import { spanned } from "./Spans.js"
@@ -26,7 +27,7 @@ import { makeFullText } from "./store/FullText.js"
  *
  * Ownership. This service owns `entities`, `documents`, `facts`, `fact_sources`, `import_sessions`,
  * `mutations` and their full-text indexes (`documents_fts`, `facts_fts`, their `_changes` and `_progress`).
- * Parts: knowledge/Entities.ts (entities and the entity scope), Documents.ts, Facts.ts, Journal.ts.
+ * Parts: knowledge/Entities.ts (entities and the entity scope), Documents.ts, Facts.ts, FactQuery.ts, Journal.ts.
  */
 export class Knowledge extends Effect.Service<Knowledge>()("sophia/Knowledge", {
   effect: Effect.gen(function*() {
@@ -37,6 +38,7 @@ export class Knowledge extends Effect.Service<Knowledge>()("sophia/Knowledge", {
     const journal = yield* makeJournal(fullText)
     const documents = yield* makeDocuments(entities, fullText)
     const facts = yield* makeFacts(entities, documents, coordination, fullText)
+    const factQuery = yield* makeFactQuery(entities)
 
     // the users whose documents or facts changed, told once each write has committed (SQLite: the search
     // index feed indexes them shortly after; Postgres indexes itself, so nobody needs telling)
@@ -133,7 +135,7 @@ export class Knowledge extends Effect.Service<Knowledge>()("sophia/Knowledge", {
     const query = spanned(
       "Knowledge.query",
       Effect.fnUntraced(function*(caller: Caller, input: QueryKnowledgeInput) {
-        return yield* facts.query(caller, input)
+        return yield* factQuery.query(caller, input)
       }, Effect.catchTag("SqlError", "ParseError", Effect.die))
     )
 
