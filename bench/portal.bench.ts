@@ -1,7 +1,7 @@
 /**
  * Portal benchmark (`npm run bench portal`): the server time of each portal page over a populated graph
- * (50 connections, 10k posts, 1k work items, 200 open waits), and the time from a post's commit to its
- * SSE event reaching a client of `/portal/events`. Both measured over loopback HTTP against the real
+ * (50 connections, 10k posts, 1k work items, 200 open waits), and the time from a post's commit — and from
+ * a gated call's new approval (`ApprovalRequested`) — to its SSE event reaching a client of `/portal/events`. Both measured over loopback HTTP against the real
  * HTTP layer; the raw baseline is `GET /healthz` on the same server in the same run (the cost of the
  * round trip itself).
  */
@@ -10,6 +10,7 @@ import type { Caller } from "../src/domain/Auth.js"
 import { SophiaLive } from "../src/layers/App.js"
 import * as Http from "../src/mcp/Http.js"
 import { PortalRoutesLive } from "../src/mcp/portal/Routes.js"
+import { Approvals } from "../src/services/Approvals.js"
 import { Auth } from "../src/services/Auth.js"
 import { Coordination } from "../src/services/Coordination.js"
 import { Ledger } from "../src/services/Ledger.js"
@@ -23,6 +24,7 @@ const WORK = 1_000
 const WAITS = 200
 const ROUNDS = 40
 const SSE_SAMPLES = 100
+const APPROVAL_SAMPLES = 20
 
 const pct = (xs: Array<number>, p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))]
 const fmt = (ms: number) => `${ms.toFixed(1)} ms`
@@ -33,6 +35,7 @@ const program = Effect.gen(function*() {
   const ledger = yield* Ledger
   const waits = yield* Waits
   const portal = yield* Portal
+  const approvals = yield* Approvals
   const http = yield* Http.HttpServer
   const t0 = performance.now()
   const callers: Array<Caller> = []
@@ -123,6 +126,23 @@ const program = Effect.gen(function*() {
     yield* fiber.await
     latencies.push(performance.now() - s)
   }
+  // a gated call's new approval → the approvals event (the portal's Approvals page refreshes on it)
+  const assistant = yield* Effect.orDie(auth.authenticate((yield* auth.createConnection({ name: "assistant", profile: "assistant" })).bearer))
+  const approvalLatencies: Array<number> = []
+  for (let i = 0; i < APPROVAL_SAMPLES; i++) {
+    const title = `approval-${i}-${Date.now()}`
+    const s = performance.now()
+    const fiber = yield* Effect.fork(Effect.promise(() => sse.next(/event: approvals\ndata: [^\n]*"_tag":"ApprovalRequested"/)))
+    yield* Effect.flip(approvals.gate({
+      caller: assistant,
+      tool: { name: "sophia.add_document", access: "write" },
+      decision: "approval",
+      args: { title, body: "b" },
+      execute: Effect.succeed("not run")
+    }))
+    yield* fiber.await
+    approvalLatencies.push(performance.now() - s)
+  }
   yield* Effect.promise(() => sse.close())
 
   console.log(`#### Portal (${CONNECTIONS} connections, ${POSTS} posts, ${WORK} work items, ${WAITS} open waits; seeded in ${(seeded / 1000).toFixed(1)} s)\n`)
@@ -131,6 +151,9 @@ const program = Effect.gen(function*() {
   for (const r of rows) console.log(r)
   console.log(`\nPost (in-process \`Coordination.post\`, commit included) → its SSE event read by a client of \`/portal/events\`: ` +
     `p50 ${fmt(pct(latencies, 0.5))}, p99 ${fmt(pct(latencies, 0.99))} (${SSE_SAMPLES} samples)\n`)
+  console.log(`A gated call's new approval (in-process \`Approvals.gate\`, commit included) → its \`approvals\` SSE event: ` +
+    `p50 ${fmt(pct(approvalLatencies, 0.5))}, p99 ${fmt(pct(approvalLatencies, 0.99))} (${APPROVAL_SAMPLES} samples; ` +
+    `until issue 26 the page polled every 500 ms)\n`)
 })
 
 const file = tempDb("portal.db")
