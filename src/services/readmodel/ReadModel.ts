@@ -5,6 +5,7 @@ import { Knowledge } from "../Knowledge.js"
 import { spanned } from "../Spans.js"
 import { Waits } from "../Waits.js"
 import { makeEnvelope } from "./Envelope.js"
+import { makeFleet } from "./Fleet.js"
 
 /** What `orient` counts for its caller (the work count is the Ledger's own: `Orient` asks it). */
 export interface CallerCounts {
@@ -22,7 +23,7 @@ export interface CallerCounts {
  * `orient`, the portal's fleet. It owns no table: each part is asked of the service that owns it, through
  * its methods, so any of them can be replaced (an in-memory fake of the inbox leaves the envelope and
  * `orient` working — test/Architecture.test.ts). What it keeps is derived and disposable (the envelope's
- * quiet counts, `readmodel/Envelope.ts`).
+ * quiet counts, `readmodel/Envelope.ts`). The portal's fleet is `readmodel/Fleet.ts`.
  */
 export class ReadModel extends Effect.Service<ReadModel>()("sophia/ReadModel", {
   effect: Effect.gen(function*() {
@@ -30,6 +31,7 @@ export class ReadModel extends Effect.Service<ReadModel>()("sophia/ReadModel", {
     const waits = yield* Waits
     const knowledge = yield* Knowledge
     const envelope = yield* makeEnvelope
+    const { fleet } = yield* makeFleet
 
     /**
      * The caller's counts across its user (documents within its entity scope), its unread and whether it
@@ -45,6 +47,6 @@ export class ReadModel extends Effect.Service<ReadModel>()("sophia/ReadModel", {
         return { posts: totals.posts, channels: totals.channels, open_waits: openWaits, unread, open: flags.open, documents }
       }))
 
-    return { envelope, counts } as const
+    return { envelope, counts, fleet } as const
   })
 }) {}
