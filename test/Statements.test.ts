@@ -1,12 +1,11 @@
 /**
- * The statement helpers every service shares (src/services/Statements.ts) that are not about routing or
+ * The statement helpers every service shares (src/services/store/Statements.ts; the named statements themselves are NamedStatements.test.ts) that are not about routing or
  * transactions (those are in SqliteStore.io.test.ts).
  */
 import { SqlClient } from "@effect/sql"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { SophiaTest } from "../src/layers/App.js"
-import { rowsOf } from "../src/services/Statements.js"
 import { limitTo } from "../src/services/store/Statements.js"
 
 describe("limitTo", () => {
@@ -31,14 +30,4 @@ describe("limitTo", () => {
         assert.throws(() => limitTo(sql, bad), RangeError)
       }
     }).pipe(Effect.provide(SophiaTest)))
-})
-
-describe("rowsOf", () => {
-  it("turns a perCount statement's flat parameters into insert rows, a row per columns.length values, in column order", () => {
-    assert.deepStrictEqual(rowsOf(["a", "b", "c"], ["x", 1, null, "y", 2, true]), [
-      { a: "x", b: 1, c: null },
-      { a: "y", b: 2, c: true }
-    ])
-    assert.deepStrictEqual(rowsOf(["a"], []), [])
-  })
 })
