@@ -28,44 +28,57 @@ const decodeWait = Schema.decodeUnknown(Schema.Array(Schema.Struct({ waiter_conn
 
 const iso = (ms: number) => new Date(ms).toISOString()
 
+/** The statements of declaring and withdrawing a wait (over Waits' own table). */
+const makeDeclarationStatements = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const { named, namedValues } = yield* makeStatements
+  /** The user's open edges, waiter → awaited (rows as arrays: a graph of 10k edges is read whole). */
+  const openEdges = namedValues("Waits.openEdges", (p: { userId: string }) =>
+    sql`SELECT waiter_connection_id, on_connection_id FROM waits WHERE user_id = ${p.userId} AND status = 'open'`)
+
+  const insertWait = named("Waits.insert", (p: {
+    id: string
+    userId: string
+    waiter: string
+    on: string
+    onSelector: string
+    from: string | null
+    predType: string
+    channel: string
+    kind: string | null
+    seq: number
+    predicate: string
+    reason: string
+    postId: string
+    createdAt: string
+    expiresAt: string
+    expiresMs: number
+  }) =>
+    sql`INSERT INTO waits (id, user_id, waiter_connection_id, on_connection_id, on_selector, from_connection_id,
+        pred_type, pred_channel, pred_kind, pred_seq, predicate, reason, post_id, created_at, expires_at, expires_ms, status)
+      VALUES (${p.id}, ${p.userId}, ${p.waiter}, ${p.on}, ${p.onSelector}, ${p.from}, ${p.predType}, ${p.channel},
+        ${p.kind}, ${p.seq}, ${p.predicate}, ${p.reason}, ${p.postId}, ${p.createdAt}, ${p.expiresAt}, ${p.expiresMs}, 'open')`)
+
+  const findWait = named("Waits.find", (p: { userId: string; waitId: string }) =>
+    sql`SELECT waiter_connection_id, status FROM waits WHERE id = ${p.waitId} AND user_id = ${p.userId}`)
+  const cancelOpen = named("Waits.cancel", (p: { waitId: string; at: string }) =>
+    sql`UPDATE waits SET status = 'cancelled', resolved_at = ${p.at}, delivered_at = ${p.at},
+        how = 'cancelled by the waiter' WHERE id = ${p.waitId} AND status = 'open' RETURNING id`)
+
+  return { openEdges, insertWait, findWait, cancelOpen } as const
+})
+
 export const makeDeclaration = (resolutions: Effect.Effect.Success<typeof makeResolutions>) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const auth = yield* Auth
     const coordination = yield* Coordination
     const events = yield* Events
-    const { named, namedValues } = yield* makeStatements
+    const { openEdges, insertWait, findWait, cancelOpen } = yield* makeDeclarationStatements
     const config = yield* Effect.orDie(Config.all({
       defaultS: Config.number("SOPHIA_WAIT_DEFAULT_S").pipe(Config.withDefault(600)),
       ceilingS: Config.number("SOPHIA_WAIT_CEILING_S").pipe(Config.withDefault(3600))
     }))
-
-    /** The user's open edges, waiter → awaited (rows as arrays: a graph of 10k edges is read whole). */
-    const openEdges = namedValues("Waits.openEdges", (p: { userId: string }) =>
-      sql`SELECT waiter_connection_id, on_connection_id FROM waits WHERE user_id = ${p.userId} AND status = 'open'`)
-
-    const insertWait = named("Waits.insert", (p: {
-      id: string
-      userId: string
-      waiter: string
-      on: string
-      onSelector: string
-      from: string | null
-      predType: string
-      channel: string
-      kind: string | null
-      seq: number
-      predicate: string
-      reason: string
-      postId: string
-      createdAt: string
-      expiresAt: string
-      expiresMs: number
-    }) =>
-      sql`INSERT INTO waits (id, user_id, waiter_connection_id, on_connection_id, on_selector, from_connection_id,
-          pred_type, pred_channel, pred_kind, pred_seq, predicate, reason, post_id, created_at, expires_at, expires_ms, status)
-        VALUES (${p.id}, ${p.userId}, ${p.waiter}, ${p.on}, ${p.onSelector}, ${p.from}, ${p.predType}, ${p.channel},
-          ${p.kind}, ${p.seq}, ${p.predicate}, ${p.reason}, ${p.postId}, ${p.createdAt}, ${p.expiresAt}, ${p.expiresMs}, 'open')`)
 
     const nameOf = (connectionId: string) =>
       Effect.map(auth.get(connectionId), (info) => info._tag === "Some" ? info.value.name : connectionShort(connectionId))
@@ -179,12 +192,6 @@ export const makeDeclaration = (resolutions: Effect.Effect.Success<typeof makeRe
       }
       return result
     }, events.transaction, Effect.catchTag("SqlError", "ParseError", Effect.die)))
-
-    const findWait = named("Waits.find", (p: { userId: string; waitId: string }) =>
-      sql`SELECT waiter_connection_id, status FROM waits WHERE id = ${p.waitId} AND user_id = ${p.userId}`)
-    const cancelOpen = named("Waits.cancel", (p: { waitId: string; at: string }) =>
-      sql`UPDATE waits SET status = 'cancelled', resolved_at = ${p.at}, delivered_at = ${p.at},
-          how = 'cancelled by the waiter' WHERE id = ${p.waitId} AND status = 'open' RETURNING id`)
 
     /** The waiter withdraws an open wait. */
     const cancel = spanned("Waits.cancel", Effect.fnUntraced(function*(caller: Caller, waitId: string) {
