@@ -130,6 +130,53 @@ describe("services are swappable", () => {
     }).pipe(Effect.provide(WithFakeLedger)))
 })
 
+/**
+ * A Coordination that keeps no table: the inbox's counts answered from memory, everything else refused.
+ * The read model asks it through its methods, so the envelope and `orient` work over it unchanged.
+ */
+const makeCountingCoordination = (calls: Array<string>) =>
+  Layer.succeed(
+    Coordination,
+    Coordination.make({
+      post: () => Effect.dieMessage("not in this fake"),
+      beacon: () => Effect.dieMessage("not in this fake"),
+      inbox: () => Effect.dieMessage("not in this fake"),
+      wouldReturn: () => Effect.dieMessage("not in this fake"),
+      watchUnread: () => Effect.dieMessage("not in this fake"),
+      searchPosts: () => Effect.dieMessage("not in this fake"),
+      indexPosts: () => Effect.void,
+      unreadCount: (caller) => Effect.sync(() => (calls.push(`unreadCount ${caller.name}`), 7)),
+      unreadOf: () => Effect.dieMessage("not in this fake"),
+      totals: (userId) => Effect.sync(() => (calls.push(`totals ${userId}`), { posts: 11, channels: 3 })),
+      lastSeq: () => Effect.dieMessage("not in this fake"),
+      firstPost: () => Effect.dieMessage("not in this fake"),
+      postIdsOf: () => Effect.dieMessage("not in this fake"),
+      holdChannel: () => Effect.dieMessage("not in this fake")
+    })
+  )
+
+describe("services are swappable: Coordination", () => {
+  const calls: Array<string> = []
+  const WithFakeInbox = makeCore(BareSqlClient, undefined, makeServices(undefined, makeCountingCoordination(calls)))
+
+  it.effect("with an in-memory inbox, the envelope and orient read their counts from it, through its methods only", () =>
+    Effect.gen(function*() {
+      calls.length = 0
+      const { caller: a } = yield* connect("a")
+      const orient = yield* call(a, "sophia.orient")
+      assert.strictEqual(orient._inbox_unread, 7)
+      assert.strictEqual(orient.unread, 7)
+      assert.deepStrictEqual([orient.counts.posts, orient.counts.channels], [11, 3])
+      // a write's envelope too (the ledger never asks Coordination)
+      const appended = yield* call(a, "sophia.ledger_append", { work_id: "w", expected_head: null, events: [{ type: "opened", title: "t" }] })
+      assert.strictEqual(appended.seq, 1)
+      assert.strictEqual(appended._inbox_unread, 7)
+      assert.includeMembers(calls, [`totals ${a.userId}`, "unreadCount a"])
+      // and the real inbox's tables were never touched
+      assert.deepStrictEqual(yield* Effect.all([count("posts"), count("inbox_state"), count("post_counters")]), [0, 0, 0])
+    }).pipe(Effect.provide(WithFakeInbox)))
+})
+
 describe("domain events", () => {
   const App = makeCore(BareSqlClient)
 

@@ -45,10 +45,10 @@ import { makePostValidation } from "./coordination/Validation.js"
  * the ledger's observation of a closeout) commit or roll back with it. `post` may be called inside the
  * caller's own transaction (it then runs in a savepoint).
  *
- * Search. On SQLite a post is not indexed for `sophia.search` in its own transaction: `indexPosts` adds the
- * posts that landed to `posts_fts` in batches (wired in `layers/App.ts` on committed `PostLanded` events),
- * and `searchPosts` first indexes whatever of the user's posts is still missing, so a search finds every
- * committed post. Postgres indexes `posts.search` itself.
+ * Search. On SQLite a post is not indexed for `sophia.search` in its own transaction: the posts that landed
+ * enter `posts_fts` in batches (store/FullText.ts, fed by `SearchIndexFeed` in services/Search.ts on committed
+ * `PostLanded` events), and `searchPosts` first indexes whatever of the user's posts is still missing, so a
+ * search finds every committed post. Postgres indexes `posts.search` itself.
  *
  * Ownership. This service owns `posts`, `reads`, `channels`, `channel_counters`, `post_counters`,
  * `inbox_state`, `inbox_channel_state`, `posts_fts`, `posts_fts_progress`; agent names are joined live
@@ -64,7 +64,7 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
     const { beacon, post } = yield* makePosting({ validation, channels, readMarks })
     const { inbox, watchUnread, wouldReturn } = yield* makeInbox({ inboxLimit: validation.inboxLimit, pages, readMarks, unread })
     const { firstPost, lastSeq, postIdsOf, totals } = yield* makeLookups
-    const { indexPosts, postsIndexedInBatches, searchPosts } = yield* makePostSearch
+    const { indexPosts, searchPosts } = yield* makePostSearch
     return {
       post,
       beacon,
@@ -73,7 +73,6 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
       watchUnread,
       searchPosts,
       indexPosts,
-      postsIndexedInBatches,
       unreadCount: unread.unreadCount,
       unreadOf: unread.unreadOf,
       totals,

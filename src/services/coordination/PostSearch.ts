@@ -56,7 +56,5 @@ export const makePostSearch = Effect.gen(function*() {
     }, Effect.catchTag("SqlError", "ParseError", Effect.die))
   )
 
-  /** Whether `indexPosts` has anything to do on this store (SQLite: yes; Postgres indexes posts itself). */
-  const postsIndexedInBatches = fullText.batched
-  return { searchPosts, indexPosts, postsIndexedInBatches } as const
+  return { searchPosts, indexPosts } as const
 })
