@@ -153,9 +153,11 @@ const searchBench = async () => {
     const at = new Date().toISOString()
     const insertDoc = raw.prepare(`INSERT INTO documents (id, user_id, entity_id, title, body, uri, import_session_id, created_by, created_at)
       VALUES (?, ?, NULL, ?, ?, NULL, 'bench', ?, ?)`)
-    const insertDocFts = raw.prepare(`INSERT INTO documents_fts (document_id, user_id, entity_id, title, body) VALUES (?, ?, NULL, ?, ?)`)
-    // facts_fts is filled by its insert trigger, as in the daemon; posts_fts by the first search below (the
-    // warm-up), which indexes whatever posts are missing first (migration 0010), as the daemon's would
+    // each document and fact logs its change as the daemon's writes do (migration 0011); the full-text indexes
+    // of all three kinds are filled by the first search below (the warm-up), which catches the user up first,
+    // as the daemon's would
+    const logDoc = raw.prepare(`INSERT INTO documents_fts_changes (user_id, document_id) VALUES (?, ?)`)
+    const logFact = raw.prepare(`INSERT INTO facts_fts_changes (user_id, fact_id) VALUES (?, ?)`)
     const insertFact = raw.prepare(`INSERT INTO facts (id, user_id, entity_id, subject, predicate, object, origin, created_by, created_at)
       VALUES (?, ?, NULL, ?, ?, ?, 'remembered', ?, ?)`)
     const insertPost = raw.prepare(`INSERT INTO posts (id, user_id, pos, channel, channel_seq, kind, body, refs, payload, connection_id,
@@ -165,8 +167,9 @@ const searchBench = async () => {
         const title = text(5)
         const body = text(60)
         insertDoc.run(`doc-b-${i}`, caller.userId, title, body, caller.connectionId, at)
-        insertDocFts.run(`doc-b-${i}`, caller.userId, title, body)
+        logDoc.run(caller.userId, `doc-b-${i}`)
         insertFact.run(`fact-b-${i}`, caller.userId, text(2), text(1), text(6), caller.connectionId, at)
+        logFact.run(caller.userId, `fact-b-${i}`)
         insertPost.run(`post-b-${i}`, caller.userId, i + 1, `c${i % 20}`, Math.floor(i / 20) + 1, text(30), caller.connectionId, at)
       }
     }).immediate()
