@@ -141,7 +141,7 @@ const makeCountingCoordination = (calls: Array<string>) =>
       post: () => Effect.dieMessage("not in this fake"),
       beacon: () => Effect.dieMessage("not in this fake"),
       inbox: () => Effect.dieMessage("not in this fake"),
-      wouldReturn: () => Effect.dieMessage("not in this fake"),
+      wouldReturn: () => () => false,
       watchUnread: () => Effect.dieMessage("not in this fake"),
       searchPosts: () => Effect.dieMessage("not in this fake"),
       indexPosts: () => Effect.void,

@@ -73,13 +73,22 @@ export class LedgerAppended extends Schema.TaggedClass<LedgerAppended>()("Ledger
   types: Schema.Array(Schema.String)
 }) {}
 
+/**
+ * A user's documents or facts changed (added, imported, deleted or restored): their full-text index has work
+ * to do (the search index feed catches the user up shortly after the commit; services/Search.ts).
+ */
+export class KnowledgeChanged extends Schema.TaggedClass<KnowledgeChanged>()("KnowledgeChanged", {
+  user_id: Schema.String
+}) {}
+
 export const DomainEvent = Schema.Union(
   PostLanded,
   ConnectionRevoked,
   WaitResolved,
   ApprovalRequested,
   ApprovalDecided,
-  LedgerAppended
+  LedgerAppended,
+  KnowledgeChanged
 )
 export type DomainEvent = typeof DomainEvent.Type
 export type DomainEventTag = DomainEvent["_tag"]

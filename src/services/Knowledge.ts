@@ -1,6 +1,7 @@
 import { SqlClient } from "@effect/sql"
-import { Effect, PubSub, type Queue, type Scope } from "effect"
+import { Effect } from "effect"
 import type { Caller } from "../domain/Auth.js"
+import { KnowledgeChanged } from "../domain/Events.js"
 import type {
   AddDocumentInput,
   BeginImportSessionInput,
@@ -11,6 +12,7 @@ import type {
   SubmitClaimGraphInput
 } from "../domain/Knowledge.js"
 import { Coordination } from "./Coordination.js"
+import { Events } from "./Events.js"
 import { makeDocuments } from "./knowledge/Documents.js"
 import { makeEntities } from "./knowledge/Entities.js"
 import { makeFactQuery } from "./knowledge/FactQuery.js"
@@ -32,6 +34,7 @@ import { makeFullText } from "./store/FullText.js"
 export class Knowledge extends Effect.Service<Knowledge>()("sophia/Knowledge", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
+    const events = yield* Events
     const coordination = yield* Coordination
     const fullText = yield* makeFullText
     const entities = yield* makeEntities
@@ -40,12 +43,12 @@ export class Knowledge extends Effect.Service<Knowledge>()("sophia/Knowledge", {
     const facts = yield* makeFacts(entities, documents, coordination, fullText)
     const factQuery = yield* makeFactQuery(entities)
 
-    // the users whose documents or facts changed, told once each write has committed (SQLite: the search
-    // index feed indexes them shortly after; Postgres indexes itself, so nobody needs telling)
-    const changedUsers = yield* PubSub.unbounded<string>()
-    /** A write's transaction; once it has committed, the index feed hears whose documents or facts changed. */
+    /**
+     * A write that changes documents or facts: its transaction publishes `KnowledgeChanged` (the search index
+     * feed hears it once committed and catches the user's full-text indexes up; services/Search.ts).
+     */
     const committing = <A, E, R>(effect: Effect.Effect<A, E, R>, caller: Caller) =>
-      fullText.batched ? Effect.tap(sql.withTransaction(effect), () => PubSub.publish(changedUsers, caller.userId)) : sql.withTransaction(effect)
+      events.transaction(Effect.tap(effect, () => events.publish(new KnowledgeChanged({ user_id: caller.userId }))))
 
     // ------------------------------------------------------------------ writes
 
@@ -155,12 +158,6 @@ export class Knowledge extends Effect.Service<Knowledge>()("sophia/Knowledge", {
       }, Effect.catchTag("SqlError", "ParseError", Effect.die))
     )
 
-    /**
-     * The users whose documents or facts changed, from now on, each told once its write has committed:
-     * what the search index feed indexes (`SearchIndexFeed`). Nothing comes on Postgres, which indexes itself.
-     */
-    const changes: Effect.Effect<Queue.Dequeue<string>, never, Scope.Scope> = PubSub.subscribe(changedUsers)
-
     return {
       createEntity,
       addDocument,
@@ -172,8 +169,7 @@ export class Knowledge extends Effect.Service<Knowledge>()("sophia/Knowledge", {
       searchFacts,
       query,
       mutations,
-      countDocuments,
-      changes
+      countDocuments
     } as const
   })
 }) {}

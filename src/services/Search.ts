@@ -86,27 +86,27 @@ const KNOWLEDGE: ReadonlyArray<TextKind> = ["documents", "facts"]
 /**
  * The SQLite full-text indexes kept close behind the writes (store/FullText.ts, one mechanism for the three
  * kinds): the users whose posts landed (committed `PostLanded` events) or whose documents or facts changed
- * (`Knowledge.changes`, told after each commit) are collected for `SOPHIA_SEARCH_INDEX_DELAY_MS` (default
+ * (committed `KnowledgeChanged` events) are collected for `SOPHIA_SEARCH_INDEX_DELAY_MS` (default
  * 250) after the first, then each is caught up in batches, by one fiber that lives as long as the app. At
  * start, once, whatever another process left unindexed. A failed batch is logged and retried with the next
  * write; a search never waits for this fiber (it catches its user up itself). Nothing on Postgres.
  */
 export const SearchIndexFeed = Layer.scopedDiscard(Effect.gen(function*() {
   const events = yield* Events
-  const knowledge = yield* Knowledge
   const fullText = yield* makeFullText
   if (!fullText.batched) return
   const delay = yield* Config.integer("SOPHIA_SEARCH_INDEX_DELAY_MS").pipe(Config.withDefault(250), Effect.orDie)
   const due = yield* Queue.unbounded<{ readonly kinds: ReadonlyArray<TextKind>; readonly userId: string }>()
   const committed = yield* events.listen
-  const changes = yield* knowledge.changes
+  // posts by PostLanded, documents and facts by KnowledgeChanged: the committed writes that left index work
   yield* Queue.take(committed).pipe(
-    Effect.flatMap((event) => event._tag === "PostLanded" ? Queue.offer(due, { kinds: POSTS, userId: event.user_id }) : Effect.void),
-    Effect.forever,
-    Effect.forkScoped
-  )
-  yield* Queue.take(changes).pipe(
-    Effect.flatMap((userId) => Queue.offer(due, { kinds: KNOWLEDGE, userId })),
+    Effect.flatMap((event) =>
+      event._tag === "PostLanded"
+        ? Queue.offer(due, { kinds: POSTS, userId: event.user_id })
+        : event._tag === "KnowledgeChanged"
+        ? Queue.offer(due, { kinds: KNOWLEDGE, userId: event.user_id })
+        : Effect.void
+    ),
     Effect.forever,
     Effect.forkScoped
   )

@@ -20,6 +20,8 @@ const liveNamesOf = (event: DomainEvent): ReadonlyArray<string> => {
       return ["approvals"]
     case "LedgerAppended":
       return ["ledger", "fleet"]
+    case "KnowledgeChanged":
+      return ["knowledge"]
   }
 }
 
