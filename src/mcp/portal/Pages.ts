@@ -268,6 +268,10 @@ export const ledgerItemBody = (
 
 // ------------------------------------------------------------------ Knowledge
 
+/** The documents' search (outside the live region: a refresh keeps what is typed). */
+export const knowledgeSearchForm = (query: string) =>
+  html`<form method="get" action="/portal/knowledge" role="search" class="grid"><label for="kq">Search documents</label><input id="kq" name="q" value="${query}"><button type="submit">Search</button></form>`
+
 export const knowledgeBody = (
   csrf: string,
   query: string,
@@ -277,7 +281,6 @@ export const knowledgeBody = (
   names: ReadonlyMap<string, string>
 ) =>
   html`<section aria-labelledby="docs-h"><h2 id="docs-h">Documents</h2>
-<form method="get" action="/portal/knowledge" role="search" class="grid"><label for="kq">Search documents</label><input id="kq" name="q" value="${query}"><button type="submit">Search</button></form>
 ${
     query === "" ? html`<p class="muted">Search to list documents.</p>` : documents.length === 0 ? html`<p class="muted">No document matches.</p>` : html`<ul class="list">${
       documents.map((d) => html`<li><strong>${d.title}</strong> <code>${d.document_id}</code>${d.uri ? html` · ${d.uri}` : ""}<br><span class="muted">${d.snippet}</span></li>`)

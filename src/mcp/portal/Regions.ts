@@ -9,7 +9,7 @@ import { Auth } from "../../services/Auth.js"
 import { Coordination } from "../../services/Coordination.js"
 import { Knowledge } from "../../services/Knowledge.js"
 import { Ledger } from "../../services/Ledger.js"
-import { makeFleet } from "../../services/readmodel/Fleet.js"
+import { ReadModel } from "../../services/readmodel/ReadModel.js"
 import { Waits } from "../../services/Waits.js"
 import { formatParseError } from "../ParseIssues.js"
 import type { Html } from "./Html.js"
@@ -40,7 +40,8 @@ export const PAGES: Readonly<Record<string, Page>> = {
     live: ["ledger"],
     extra: (csrf, query) => query.get("work") ? html`` : Pages.form(csrf, "/portal/ledger/verify", "Verify ledger")
   },
-  "/portal/knowledge": { name: "Knowledge", live: [] }
+  // the search form stands above the region, so a refresh never drops what is being typed into it
+  "/portal/knowledge": { name: "Knowledge", live: ["knowledge"], extra: (_csrf, query) => Pages.knowledgeSearchForm((query.get("q") ?? "").trim()) }
 }
 
 /** A query-string value decoded as the tool's input would be (a refusal's message when it is not). */
@@ -48,12 +49,12 @@ const decode = <A, I>(schema: Schema.Schema<A, I>, input: unknown) =>
   Schema.decodeUnknown(schema)(input).pipe(Effect.mapError((e) => new ValidationError({ detail: formatParseError(e) })))
 
 /**
- * Each page's live region, read through the services that own what it shows (the Fleet through its read
- * model) and rendered by `Pages`. A refusal (an unknown work item, a malformed head) is the region's
+ * Each page's live region, read through the services that own what it shows (the Fleet through the read
+ * model, `ReadModel.fleet`) and rendered by `Pages`. A refusal (an unknown work item, a malformed head) is the region's
  * message, never a failed page.
  */
 export const makeRegions = Effect.gen(function*() {
-  const { fleet } = yield* makeFleet
+  const readModel = yield* ReadModel
   const approvals = yield* Approvals
   const auth = yield* Auth
   const coordination = yield* Coordination
@@ -61,7 +62,7 @@ export const makeRegions = Effect.gen(function*() {
   const ledger = yield* Ledger
   const knowledge = yield* Knowledge
 
-  const fleetRegion = ({ frame }: RegionInput) => Effect.map(fleet(), (view) => Pages.fleetBody(frame.csrf, view))
+  const fleetRegion = ({ frame }: RegionInput) => Effect.map(readModel.fleet(), (view) => Pages.fleetBody(frame.csrf, view))
 
   const approvalsRegion = ({ frame }: RegionInput) =>
     Effect.gen(function*() {
