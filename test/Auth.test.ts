@@ -153,7 +153,7 @@ describe("Auth", () => {
     }).pipe(Effect.provide(SophiaTest)))
 })
 
-describe("access rules (DESIGN: Profiles and access)", () => {
+describe("access rules (docs/architecture.md: Profiles and access)", () => {
   it("matches the table for every profile and access class", () => {
     const expected = {
       observer: ["allow", "forbidden", "forbidden", "forbidden"],

@@ -1,6 +1,6 @@
 /**
  * Regression tests for the four defects of issue 12 (each failed before its fix), and the file mode of the
- * SQLite database. DESIGN.md "Limits": every free-form JSON value an agent sends is nested at most 16 deep
+ * SQLite database. docs/architecture.md, "Limits": every free-form JSON value an agent sends is nested at most 16 deep
  * and holds only well-formed Unicode, checked at decode time, so hashing, verifying and replaying can
  * never fail later.
  */

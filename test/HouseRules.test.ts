@@ -90,4 +90,16 @@ describe("the house rules", () => {
     }
     assert.deepStrictEqual(offenders, [])
   })
+
+  it("the house is described inside the repository: docs/architecture.md names every service and every domain event, and nothing cites the design card it does not carry", () => {
+    const doc = fs.readFileSync(path.join(root, "docs", "architecture.md"), "utf8")
+    const serviceFiles = fs.readdirSync(path.join(src, "services")).filter((f) => f.endsWith(".ts") && f !== "Spans.ts")
+    const unnamed = serviceFiles.filter((f) => !doc.includes(`\`${f}\``))
+    const events = [...fs.readFileSync(path.join(src, "domain", "Events.ts"), "utf8").matchAll(/export class (\w+) extends Schema\.TaggedClass/g)].map((m) => m[1])
+    assert.isAbove(events.length, 0)
+    const unlisted = events.filter((e) => !doc.includes(`| \`${e}\` |`))
+    const citing = [...sources, ...files(path.join(root, "test"))].filter((f) => /\.(ts|mjs)$/.test(f))
+      .filter((f) => /\bDESIGN(\.md)?\b/.test(fs.readFileSync(f, "utf8"))).map((f) => path.relative(root, f))
+    assert.deepStrictEqual({ unnamed, unlisted, citing }, { unnamed: [], unlisted: [], citing: [] })
+  })
 })

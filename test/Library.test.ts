@@ -2,7 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { Auth, Coordination, Ledger, SophiaTest, Waits } from "../src/index.js"
 
-/** DESIGN: another Effect app provides the layers and calls the services directly, without MCP. */
+/** docs/architecture.md, "Layers": another Effect app provides the layers and calls the services directly, without MCP. */
 describe("the embeddable library (src/index.ts)", () => {
   it.effect("provides SophiaTest and calls services directly", () =>
     Effect.gen(function*() {

@@ -9,7 +9,7 @@ import { connect } from "./support/Fixtures.js"
 const call = (caller: Caller, tool: string, args: unknown = {}) =>
   Effect.flatMap(Dispatcher, (d) => d.call(caller, tool, args)).pipe(Effect.map((o) => o.body as any))
 
-/** DESIGN: "The server appends observed events from what it witnessed itself". */
+/** docs/architecture.md, "Observed events": the server appends observed events from what it witnessed itself. */
 describe("the server's own observations on the ledger", () => {
   it.effect("a closeout on arc:<work_id>, a resolved wait on it and the claimant's revocation become observed evidence", () =>
     Effect.gen(function*() {

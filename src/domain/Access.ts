@@ -1,7 +1,7 @@
 import type { AccessClass, AccessDecision, Caller } from "./Auth.js"
 
 /**
- * DESIGN "Profiles and access", as data. The one table every tool call passes through
+ * docs/architecture.md, "Profiles and access", as data. The one table every tool call passes through
  * (`Auth.authorize`); catalogs and `tools/list` advertise what is not `forbidden`.
  */
 const RULES: Record<Caller["profile"], Record<AccessClass, AccessDecision>> = {

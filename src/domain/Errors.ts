@@ -2,7 +2,7 @@ import { Schema } from "effect"
 
 /**
  * Refusals shared by every part of the surface. Each is a typed error in the error channel; the MCP
- * layer maps each tag, once, to the stable code of DESIGN.md (src/mcp/Refusals.ts).
+ * layer maps each tag, once, to its stable code (src/mcp/Refusals.ts; docs/architecture.md, "Refusal codes").
  */
 
 export class Unauthenticated extends Schema.TaggedError<Unauthenticated>()("Unauthenticated", {}) {

@@ -1,7 +1,7 @@
 import { Schema } from "effect"
 
 /**
- * Free-form JSON as agents send it (DESIGN.md "Limits"): every free-form value — a post's payload, a
+ * Free-form JSON as agents send it (docs/architecture.md, "Limits"): every free-form value — a post's payload, a
  * ledger `value`, the arguments an approval binds — is nested at most 16 deep and holds only well-formed
  * Unicode, checked when it is decoded, so that hashing (RFC 8785), verifying and replaying it can never
  * fail later. Every walk here is iterative: no input, however deep, can overflow the call stack.
@@ -138,7 +138,7 @@ const filterOf = (maxDepth: number) => (value: unknown) => {
 
 /**
  * Any JSON value within the limits: the Schema of every free-form field agents send. Its JSON Schema is
- * `{}`, like `Schema.Unknown` (the limits are DESIGN.md's, not repeated in every tool's schema).
+ * `{}`, like `Schema.Unknown` (the limits are docs/architecture.md's "Limits", not repeated in every tool's schema).
  */
 export const JsonValue: Schema.Schema<unknown> = Schema.Unknown.pipe(
   // a missing key decodes as `undefined`, which canonical JSON cannot hold: the value is required

@@ -98,7 +98,7 @@ export const LedgerEvent = Schema.Union(
 export type LedgerEvent = typeof LedgerEvent.Type
 export type LedgerEventType = LedgerEvent["type"]
 
-/** Limits of one append (DESIGN "Limits"), said once, by the Schemas below. */
+/** Limits of one append (docs/architecture.md, "Limits"), said once, by the Schemas below. */
 export const MAX_EVENTS_PER_APPEND = 100
 export const MAX_VALUE_BYTES = 8 * 1024
 

@@ -2,7 +2,7 @@ import { Schema } from "effect"
 
 /**
  * `sophia.execute_code`: an agent's TypeScript snippet run in an isolate, composing many tool calls in
- * one round trip. Limits are DESIGN "Limits" (heap 8 MB, 10 s default / 30 s max, 50 sophia calls).
+ * one round trip. Limits are docs/architecture.md's "Limits" (heap 8 MB, 10 s default / 30 s max, 50 sophia calls).
  */
 
 /** The tool's canonical name; a snippet may call every tool but this one (execute_code cannot be nested). */

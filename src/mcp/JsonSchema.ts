@@ -44,7 +44,7 @@ const objectRoot = (schema: Json): Json =>
 
 /**
  * The envelope in every outputSchema: all its fields, typed but not spelled out (the server instructions
- * explain them; their full shape is in DESIGN.md and get_sdk_types' `Envelope`). In full, repeated in
+ * explain them; their full shape is get_sdk_types' `Envelope`). In full, repeated in
  * every tool, it was a third of tools/list.
  */
 const slimEnvelope = (envelope: Json): Json => {

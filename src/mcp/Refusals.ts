@@ -33,7 +33,7 @@ export type Refusal =
   | S.InnerRefusal
   | W.WaitCycle
 
-/** The stable codes of DESIGN.md "Refusal codes", one per refusal tag, and the HTTP status of the REST path. */
+/** The stable codes (docs/architecture.md, "Refusal codes"; docs/refusal-codes.md), one per refusal tag, and the HTTP status of the REST path. */
 const CODES: { readonly [K in Refusal["_tag"]]: readonly [code: string, httpStatus: number] } = {
   Unauthenticated: ["unauthenticated", 401],
   ForbiddenProfile: ["forbidden_profile", 403],

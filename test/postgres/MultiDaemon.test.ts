@@ -1,5 +1,5 @@
 /**
- * Several daemons on one Postgres database (DESIGN "Several daemons on one database"): three real
+ * Several daemons on one Postgres database (docs/architecture.md, "Several daemons on one database"): three real
  * `sophia serve` processes started at the same moment on one fresh database, ≥ 30 REST clients spread over
  * them. Runs in the vitest `postgres` project only (it needs Postgres; CI makes that project mandatory).
  */

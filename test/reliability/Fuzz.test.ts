@@ -20,7 +20,7 @@ import { connect } from "../support/Fixtures.js"
 import { Dictionary, inputArb } from "../support/SchemaFuzz.js"
 import { FUZZ_RUNS, report, SEED, SOAK } from "./Mode.js"
 
-/** DESIGN.md "Refusal codes": the only codes a refusal may carry. */
+/** docs/architecture.md, "Refusal codes" (docs/refusal-codes.md): the only codes a refusal may carry. */
 const STABLE_CODES = new Set([
   "unauthenticated",
   "forbidden_profile",
