@@ -75,14 +75,14 @@ describe("cross-daemon wake-ups (LISTEN/NOTIFY)", () => {
           yield* Effect.promise(() => a.runPromise(Effect.flatMap(Approvals, (ap) => ap.decide(pending[0].approval_id, "approved"))))
           yield* Effect.promise(() => a.runPromise(Effect.flatMap(Auth, (auth) => auth.revoke("bob"))))
           const started = Date.now()
-          while (took.length < 3 && Date.now() - started < 10_000) {
+          while (took.length < 4 && Date.now() - started < 10_000) {
             const e = yield* Queue.take(queue).pipe(Effect.timeout("10 seconds"))
-            if (e._tag === "PostLanded" || e._tag === "ApprovalDecided" || e._tag === "ConnectionRevoked") took.push(e)
+            if (e._tag === "PostLanded" || e._tag === "ApprovalRequested" || e._tag === "ApprovalDecided" || e._tag === "ConnectionRevoked") took.push(e)
           }
           return { took, post }
         })))
         const tags = got.took.map((e) => e._tag).sort()
-        assert.deepStrictEqual(tags, ["ApprovalDecided", "ConnectionRevoked", "PostLanded"])
+        assert.deepStrictEqual(tags, ["ApprovalDecided", "ApprovalRequested", "ConnectionRevoked", "PostLanded"])
         const landed = got.took.find((e) => e._tag === "PostLanded")!
         assert.strictEqual((landed as any).post_id, got.post.post_id)
       } finally {
