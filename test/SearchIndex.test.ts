@@ -204,6 +204,41 @@ describe("documents' and facts' search indexes in batches (SQLite)", () => {
       assert.strictEqual((yield* run(knowledgeCounts("facts", caller.userId))).rows, 2)
     }).pipe(Effect.scoped), 60_000)
 
+  it.live("a row another writer put at a position the change log reserves is replaced by the batch, not a failure on every retry", () =>
+    Effect.gen(function*() {
+      const db = tempDb()
+      const context = yield* Layer.build(appOnFile(db, 60_000))
+      const run = runIn(context)
+      const { caller } = yield* run(connect("writer"))
+      const knowledge = yield* run(Knowledge)
+      const sql = yield* run(SqlClient.SqlClient)
+      // a process of an older version writes the index itself, at the rowid the next logged change will reserve
+      yield* run(sql`INSERT INTO documents_fts (rowid, document_id, user_id, entity_id, title, body)
+        VALUES (1, 'stray', ${caller.userId}, NULL, 'stray', 'quince stray row')`)
+      const added = yield* run(knowledge.addDocument(caller, { title: "Quince notes", body: "the quince harvest" }))
+      assert.deepStrictEqual(yield* run(searchKind(caller, "documents", "quince")), [added.document_id])
+      assert.deepStrictEqual(yield* run(knowledgeCounts("documents", caller.userId)), { rows: 1, distinct: 1, progress: 1, newest: 1 })
+    }).pipe(Effect.scoped), 60_000)
+
+  it.live("a search whose catching up fails still answers, from the index as it stands", () =>
+    Effect.gen(function*() {
+      const db = tempDb()
+      const context = yield* Layer.build(appOnFile(db, 60_000))
+      const run = runIn(context)
+      const { caller } = yield* run(connect("writer"))
+      const knowledge = yield* run(Knowledge)
+      const sql = yield* run(SqlClient.SqlClient)
+      const first = yield* run(knowledge.addDocument(caller, { title: "Medlar notes", body: "the medlar harvest" }))
+      assert.deepStrictEqual(yield* run(searchKind(caller, "documents", "medlar")), [first.document_id])
+      // from now on every batch fails (its progress cannot be written)
+      yield* run(sql`CREATE TRIGGER progress_refused BEFORE UPDATE ON documents_fts_progress BEGIN SELECT RAISE(ABORT, 'refused'); END`)
+      yield* run(knowledge.addDocument(caller, { title: "More medlar notes", body: "another medlar harvest" }))
+      assert.deepStrictEqual(yield* run(searchKind(caller, "documents", "medlar")), [first.document_id])
+      // once batches can be written again, the next search finds both
+      yield* run(sql`DROP TRIGGER progress_refused`)
+      assert.lengthOf(yield* run(searchKind(caller, "documents", "medlar")), 2)
+    }).pipe(Effect.scoped), 60_000)
+
   it.live("an import session past several batches is found whole by the next search, each document once", () =>
     Effect.gen(function*() {
       const db = tempDb()

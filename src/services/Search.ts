@@ -89,7 +89,8 @@ const KNOWLEDGE: ReadonlyArray<TextKind> = ["documents", "facts"]
  * (committed `KnowledgeChanged` events) are collected for `SOPHIA_SEARCH_INDEX_DELAY_MS` (default
  * 250) after the first, then each is caught up in batches, by one fiber that lives as long as the app. At
  * start, once, whatever another process left unindexed. A failed batch is logged and retried with the next
- * write; a search never waits for this fiber (it catches its user up itself). Nothing on Postgres.
+ * write. A search does not depend on this fiber (it catches its user up itself, and may wait behind one of
+ * its batches for the write lock). Nothing on Postgres.
  */
 export const SearchIndexFeed = Layer.scopedDiscard(Effect.gen(function*() {
   const events = yield* Events

@@ -197,12 +197,14 @@ const changeLogSource = (sql: SqlClient.SqlClient, named: Statements["named"], k
   const [rows, index, id, log] = [text(table), text(fts), text(key), text(changes)]
   const boundAfter = named(`FullText.${kind}.bound`, (p: { userId: string; after: number }) =>
     sql`SELECT pos FROM ${log} WHERE user_id = ${p.userId} AND pos > ${p.after} ORDER BY pos ${sql.literal(`LIMIT 1 OFFSET ${batch - 1}`)}`)
-  // the rows changed in the range leave the index: a row whose first change is in the range was never in it
+  // the rows changed in the range leave the index, each at its first change's position (the rowid the log
+  // reserves for it). Unconditionally: a row first changed in this range should not be there yet, but if
+  // something else wrote that rowid (a process of an older version writing the index itself), the batch
+  // replaces it instead of failing on every retry
   const unindex = named(`FullText.${kind}.unindex`, (p: { userId: string; after: number; upTo: number }) =>
-    sql`DELETE FROM ${index} WHERE rowid IN (SELECT first_pos FROM (
-        SELECT (SELECT MIN(f.pos) FROM ${log} f WHERE f.${id} = c.${id}) AS first_pos FROM ${log} c
-        WHERE c.user_id = ${p.userId} AND c.pos > ${p.after} AND c.pos <= ${p.upTo}
-      ) WHERE first_pos <= ${p.after})`)
+    sql`DELETE FROM ${index} WHERE rowid IN (
+        SELECT (SELECT MIN(f.pos) FROM ${log} f WHERE f.${id} = c.${id}) FROM ${log} c
+        WHERE c.user_id = ${p.userId} AND c.pos > ${p.after} AND c.pos <= ${p.upTo})`)
   // and the live ones come back, each once, in rowid order (FTS5 appends ascending rowids cheapest)
   const reindex = named(`FullText.${kind}.index`, (p: { userId: string; after: number; upTo: number }) =>
     sql`INSERT INTO ${index} (rowid, ${id}, user_id, ${text(columns.join(", "))})
@@ -362,7 +364,15 @@ export const makeFullText = Effect.gen(function*() {
       const ranked = q.scope === undefined
         ? everywhere(q.limit)({ userId: q.userId, match })
         : inScope(q.limit)({ userId: q.userId, match, scope: q.scope })
-      return Effect.zipRight(catchUp(kind, q.userId), ranked)
+      // a search catches its user up first (every committed row is findable); if that write cannot be made
+      // (another process holds the write lock past the busy timeout, a batch fails), the search still answers,
+      // from the index as it stands: deleted rows stay hidden by the join, only the newest rows are missing,
+      // and the feed retries them
+      const caughtUp = catchUp(kind, q.userId).pipe(
+        Effect.catchAllCause((cause) =>
+          Effect.logWarning(`search: catching the ${kind} index up failed; ranking on the index as it stands`, cause))
+      )
+      return Effect.zipRight(caughtUp, ranked)
     }
   }
 
