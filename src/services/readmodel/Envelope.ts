@@ -22,19 +22,24 @@ export const makeEnvelope = Effect.gen(function*() {
   const coordination = yield* Coordination
   const waits = yield* Waits
 
-  const read = (caller: Caller, deliver: boolean): Effect.Effect<Read> =>
-    Effect.flatMap(coordination.unreadCount(caller), (unread) =>
-      Effect.flatMap(waits.flags(caller), (flags): Effect.Effect<Read> =>
-        !flags.open && !flags.undelivered
-          ? Effect.succeed({ _inbox_unread: unread, quiet: true })
-          : Effect.map(waits.signalsAfter(caller, flags, deliver), (signals) => ({
-            _inbox_unread: unread,
-            ...(signals.blocking.length > 0 ? { _blocking: signals.blocking } : {}),
-            ...(signals.resolved.length > 0 ? { _wait_resolved: signals.resolved } : {}),
-            quiet: false
-          }))))
-
   const version = yield* Effect.serviceOption(StoreVersion)
+  // The two reads, one after the other where a statement is a few µs in process (SQLite: the store that
+  // offers a version); where each is a round trip (Postgres), both at once, on two connections of the pool.
+  const both = Option.isSome(version)
+    ? (caller: Caller) => Effect.zip(coordination.unreadCount(caller), waits.flags(caller))
+    : (caller: Caller) => Effect.zip(coordination.unreadCount(caller), waits.flags(caller), { concurrent: true })
+
+  const read = (caller: Caller, deliver: boolean): Effect.Effect<Read> =>
+    Effect.flatMap(both(caller), ([unread, flags]): Effect.Effect<Read> =>
+      !flags.open && !flags.undelivered
+        ? Effect.succeed({ _inbox_unread: unread, quiet: true })
+        : Effect.map(waits.signalsAfter(caller, flags, deliver), (signals) => ({
+          _inbox_unread: unread,
+          ...(signals.blocking.length > 0 ? { _blocking: signals.blocking } : {}),
+          ...(signals.resolved.length > 0 ? { _wait_resolved: signals.resolved } : {}),
+          quiet: false
+        })))
+
   if (Option.isNone(version)) {
     return (caller: Caller, options?: { readonly deliver?: boolean }): Effect.Effect<EnvelopeFields> =>
       Effect.map(read(caller, options?.deliver ?? true), ({ quiet: _, ...fields }) => fields)
