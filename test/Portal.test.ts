@@ -10,7 +10,9 @@ import { Auth } from "../src/services/Auth.js"
 import { Dispatcher } from "../src/mcp/Dispatch.js"
 import { Portal } from "../src/services/Portal.js"
 import { makeFleet } from "../src/services/readmodel/Fleet.js"
-import { connect } from "./support/Fixtures.js"
+import { execFile } from "node:child_process"
+import { SOPHIA, tempDb } from "./support/Cli.js"
+import { appOnFile, connect } from "./support/Fixtures.js"
 
 describe("Portal service", () => {
   it.effect("a login link opens one session, once; the session's caller is the owner's portal connection", () =>
@@ -247,4 +249,41 @@ describe("portal routes over HTTP", () => {
       assert.include(text, `"approval_id":"${id}"`)
       received.controller.abort()
     }).pipe(Effect.provide(ServeWithPortal)))
+
+  it.live("an approval decided by another process on the same SQLite file (the CLI) reaches the live stream within seconds", () =>
+    Effect.gen(function*() {
+      const db = tempDb()
+      const served = yield* Layer.build(Http.layer({ host: "127.0.0.1", port: 0, naming: "underscore" }).pipe(
+        Layer.provideMerge(PortalRoutesLive),
+        Layer.provideMerge(appOnFile(db, 60_000))
+      ))
+      const run = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provide(effect, served) as Effect.Effect<A, E>
+      const { base, cookie } = yield* run(login)
+      const { caller } = yield* run(connect("scribe", "assistant"))
+      const out = yield* run(Effect.flatMap(Dispatcher, (d) => d.call(caller, "sophia.add_document", { title: "t", body: "b" })))
+      const id = (out.body.error as any).approval_id as string
+      const received = yield* Effect.promise(async () => {
+        const controller = new AbortController()
+        const r = await fetch(`${base}/portal/events`, { headers: { cookie: `sophia_portal=${cookie}` }, signal: controller.signal })
+        const reader = r.body!.getReader()
+        let text = ""
+        const decoder = new TextDecoder()
+        return { controller, read: async (until: RegExp) => {
+          while (!until.test(text)) text += decoder.decode((await reader.read()).value)
+          return text
+        } }
+      })
+      yield* Effect.promise(() => received.read(/event: ready/))
+      // another OS process decides: it publishes nothing this daemon hears
+      const cli = yield* Effect.promise(() => new Promise<number | null>((resolve) =>
+        execFile(process.execPath, [SOPHIA, "approvals", "approve", id, "--db", db], (error) => resolve(error ? (error.code as number) ?? 1 : 0))))
+      assert.strictEqual(cli, 0)
+      const decided = yield* run(Effect.flatMap(Approvals, (a) => a.list({ all: true })))
+      assert.strictEqual(decided.find((a) => a.approval_id === id)?.status, "approved")
+      const text = yield* Effect.promise(() => received.read(/event: approvals\ndata: [^\n]*"_tag":"ApprovalsChanged"/)).pipe(
+        Effect.timeout("20 seconds")
+      )
+      assert.include(text, "ApprovalsChanged")
+      received.controller.abort()
+    }).pipe(Effect.scoped), 60_000)
 })

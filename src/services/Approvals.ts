@@ -69,7 +69,7 @@ class DryRunSucceeded {
 /** Every statement on `approvals`, by name, and the rows they read, decoded. */
 const makeApprovalRows = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
-  const { named } = yield* makeStatements
+  const { named, namedValues } = yield* makeStatements
   const columns = sql.literal(COLUMNS)
   const byIdRows = named("Approvals.byId", (p: { id: string }) => sql`SELECT ${columns} FROM approvals WHERE id = ${p.id}`)
   const openRows = named("Approvals.openOfBinding", (p: { connectionId: string; tool: string; hash: string }) =>
@@ -101,6 +101,9 @@ const makeApprovalRows = Effect.gen(function*() {
   const decidedRows = named("Approvals.recentlyDecided", () =>
     sql`SELECT ${columns} FROM approvals WHERE status <> 'pending' ORDER BY created_at DESC, id DESC ${limitTo(sql, RECENTLY_DECIDED)}`)
 
+  const stampRow = namedValues("Approvals.stamp", () =>
+    sql`SELECT COUNT(*), COALESCE(MAX(created_at), ''), COALESCE(MAX(decided_at), '') FROM approvals`)
+
   const byId = (id: string) => byIdRows({ id }).pipe(Effect.flatMap(decodeApprovals), Effect.map((rows) => Option.fromNullable(rows[0])))
   return {
     sql,
@@ -114,7 +117,8 @@ const makeApprovalRows = Effect.gen(function*() {
     storeResult,
     pending: Effect.flatMap(pendingRows({}), decodeApprovals),
     all: Effect.flatMap(allRows({}), decodeApprovals),
-    recentlyDecided: Effect.flatMap(decidedRows({}), decodeApprovals)
+    recentlyDecided: Effect.flatMap(decidedRows({}), decodeApprovals),
+    stamp: Effect.map(stampRow({}), (rows) => rows[0].join("/"))
   } as const
 })
 type ApprovalRows = Effect.Effect.Success<typeof makeApprovalRows>
@@ -332,6 +336,13 @@ export class Approvals extends Effect.Service<Approvals>()("sophia/Approvals", {
       }, Effect.catchTag("SqlError", "ParseError", Effect.die))
     )
 
+    /**
+     * What the approvals are as of now, in a few bytes: it changes whenever an approval is asked or decided,
+     * by any process on the store (the portal's live view compares it when the store moved and no event
+     * said why: a stdio agent or the CLI writing the same SQLite file publishes no event here).
+     */
+    const stamp = spanned("Approvals.stamp", () => Effect.orDie(rows.stamp))
+
     /** The owner's gesture: approve or deny a pending approval (the CLI, the portal). */
     const decide = spanned(
       "Approvals.decide",
@@ -376,6 +387,6 @@ export class Approvals extends Effect.Service<Approvals>()("sophia/Approvals", {
       }, Effect.catchTag("SqlError", "ParseError", Effect.die))
     )
 
-    return { gate, list, recentlyDecided, decide, status, waitMs } as const
+    return { gate, list, recentlyDecided, decide, status, waitMs, stamp } as const
   })
 }) {}

@@ -2,8 +2,10 @@ import { Effect, Fiber, Option, Queue, Runtime, Schedule } from "effect"
 import type * as http from "node:http"
 import type { DomainEvent } from "../../domain/Events.js"
 import type { PortalSession } from "../../domain/Portal.js"
+import { Approvals } from "../../services/Approvals.js"
 import { Events } from "../../services/Events.js"
 import { Portal } from "../../services/Portal.js"
+import { StoreVersion } from "../../services/store/Statements.js"
 import { SECURITY_HEADERS, sessionCookieOf } from "./Web.js"
 
 /** Which live regions a committed event refreshes (the names a page's `data-live` lists). */
@@ -38,7 +40,32 @@ const concernsSession = (event: DomainEvent, session: PortalSession) =>
 export const makeLiveStream = Effect.gen(function*() {
   const events = yield* Events
   const portal = yield* Portal
+  const approvals = yield* Approvals
+  const version = yield* Effect.serviceOption(StoreVersion)
   const runFork = Runtime.runFork(yield* Effect.runtime<never>())
+
+  /**
+   * Approvals asked or decided by another process on the same SQLite file (a stdio agent, the `sophia
+   * approvals` CLI) publish no event here: when the store moved (its version, a few µs to read) and the
+   * approvals' stamp changed, the approvals region refreshes — within a second, and one statement only after
+   * a commit. Postgres relays every daemon's events (layers/CrossDaemon.ts) and offers no version: nothing
+   * to do there.
+   */
+  const foreignApprovals = (write: (name: string, data: unknown) => Effect.Effect<void>): Effect.Effect<never> =>
+    Option.isNone(version) ? Effect.never : Effect.gen(function*() {
+      let seen = version.value.current()
+      let stamp = yield* approvals.stamp()
+      while (true) {
+        yield* Effect.sleep("1 second")
+        const now = version.value.current()
+        if (now === seen) continue
+        seen = now
+        const next = yield* approvals.stamp()
+        if (next === stamp) continue
+        stamp = next
+        yield* write("approvals", { _tag: "ApprovalsChanged" })
+      }
+    })
 
   const stream = (req: http.IncomingMessage, res: http.ServerResponse, session: PortalSession) => {
     res.writeHead(200, {
@@ -63,7 +90,7 @@ export const makeLiveStream = Effect.gen(function*() {
       const stillValid = portal.session(sessionCookieOf(req)).pipe(
         Effect.repeat({ schedule: Schedule.spaced("5 seconds"), while: Option.isSome })
       )
-      yield* Effect.raceFirst(Effect.all([pump, heartbeat], { concurrency: "unbounded", discard: true }), stillValid)
+      yield* Effect.raceFirst(Effect.all([pump, heartbeat, foreignApprovals(write)], { concurrency: "unbounded", discard: true }), stillValid)
     }))
     const fiber = runFork(program.pipe(Effect.ensuring(Effect.sync(() => res.end()))))
     req.on("close", () => runFork(Fiber.interrupt(fiber)))
