@@ -56,6 +56,18 @@ describe("the house rules", () => {
     assert.deepStrictEqual(offenders, [])
   })
 
+  it("one span style: a named span is `spanned` (services/Spans.ts); only the Dispatcher opens the call's root span itself", () => {
+    const spans = path.join(src, "services", "Spans.ts")
+    const dispatch = path.join(src, "mcp", "Dispatch.ts")
+    const offenders = sources.filter((f) => f.endsWith(".ts") && f !== spans)
+      .filter((f) => {
+        const text = fs.readFileSync(f, "utf8").replace(/\/\*[\s\S]*?\*\//g, "").replace(/(^|[^:])\/\/.*$/gm, "$1")
+        return /Effect\.fn\(\s*["'`]|Effect\.withSpan\(|\.pipe\(\s*Effect\.withSpan/.test(text) || (f !== dispatch && /Effect\.useSpan\(/.test(text))
+      })
+      .map(rel)
+    assert.deepStrictEqual(offenders, [])
+  })
+
   it("no service exports SQL: no export of src/services, and no method of a service, gives a statement or a fragment", { timeout: 240_000 }, () => {
     const config = ts.parseJsonConfigFileContent(JSON.parse(fs.readFileSync(path.join(root, "tsconfig.json"), "utf8")), ts.sys, root)
     const program = ts.createProgram(services, { ...config.options, noEmit: true })

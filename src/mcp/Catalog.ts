@@ -10,6 +10,7 @@ import { NotFound } from "../domain/Errors.js"
 import { LEDGER_CONTRACT_HASH } from "../domain/Ledger.js"
 import { nearest } from "../domain/Names.js"
 import type { Registry, Tool } from "./Registry.js"
+import { spanned } from "../services/Spans.js"
 import { generateDeclarations } from "./SdkTypes.js"
 
 type Profile = Caller["profile"]
@@ -115,7 +116,7 @@ export class Catalog extends Effect.Service<Catalog>()("sophia/Catalog", {
       return view
     }
 
-    const describe = Effect.fn("Catalog.describe")(function*(registry: Registry, caller: Caller, input: CatalogInput) {
+    const describe = spanned("Catalog.describe", Effect.fnUntraced(function*(registry: Registry, caller: Caller, input: CatalogInput) {
       const view = viewOf(registry, caller.profile)
       const groups: Record<string, Array<CatalogTool>> = {}
       for (const tool of view.tools) {
@@ -141,13 +142,13 @@ export class Catalog extends Effect.Service<Catalog>()("sophia/Catalog", {
         server_git_sha: serverGitSha,
         ledger_contract_hash: LEDGER_CONTRACT_HASH
       } satisfies CatalogOutput
-    })
+    }))
 
-    const sdkTypes = Effect.fn("Catalog.sdkTypes")(function*(registry: Registry, caller: Caller) {
+    const sdkTypes = spanned("Catalog.sdkTypes", Effect.fnUntraced(function*(registry: Registry, caller: Caller) {
       const view = viewOf(registry, caller.profile)
       view.declarations ??= generateDeclarations(registry, view.tools)
       return { declarations: view.declarations, version_hash: view.versionHash } satisfies SdkTypesOutput
-    })
+    }))
 
     /** The version hash of what `profile` is advertised. */
     const versionHash = (registry: Registry, profile: Profile) => viewOf(registry, profile).versionHash
