@@ -133,6 +133,23 @@ const ServeWithPortal = Http.layer({ host: "127.0.0.1", port: 0, naming: "unders
   Layer.provideMerge(SophiaTest)
 )
 
+/** The portal's live stream (`/portal/events`) opened with a session cookie: `read` until a pattern shows up. */
+const liveStream = (base: string, cookie: string) =>
+  Effect.promise(async () => {
+    const controller = new AbortController()
+    const r = await fetch(`${base}/portal/events`, { headers: { cookie: `sophia_portal=${cookie}` }, signal: controller.signal })
+    const reader = r.body!.getReader()
+    let text = ""
+    const decoder = new TextDecoder()
+    return {
+      controller,
+      read: async (until: RegExp) => {
+        while (!until.test(text)) text += decoder.decode((await reader.read()).value)
+        return text
+      }
+    }
+  })
+
 describe("portal routes over HTTP", () => {
   const login = Effect.gen(function*() {
     const http = yield* Http.HttpServer
@@ -207,17 +224,7 @@ describe("portal routes over HTTP", () => {
     Effect.gen(function*() {
       const { base, cookie } = yield* login
       const { caller } = yield* connect("poster")
-      const received = yield* Effect.promise(async () => {
-        const controller = new AbortController()
-        const r = await fetch(`${base}/portal/events`, { headers: { cookie: `sophia_portal=${cookie}` }, signal: controller.signal })
-        const reader = r.body!.getReader()
-        let text = ""
-        const decoder = new TextDecoder()
-        return { controller, reader, read: async (until: RegExp) => {
-          while (!until.test(text)) text += decoder.decode((await reader.read()).value)
-          return text
-        } }
-      })
+      const received = yield* liveStream(base, cookie)
       yield* Effect.promise(() => received.read(/event: ready/))
       const out = yield* (yield* Dispatcher).call(caller, "sophia.coordination_post", { channel: "general", kind: "status", body: "hello" })
       assert.isTrue(out.ok)
@@ -230,17 +237,7 @@ describe("portal routes over HTTP", () => {
     Effect.gen(function*() {
       const { base, cookie } = yield* login
       const { caller } = yield* connect("scribe", "assistant")
-      const received = yield* Effect.promise(async () => {
-        const controller = new AbortController()
-        const r = await fetch(`${base}/portal/events`, { headers: { cookie: `sophia_portal=${cookie}` }, signal: controller.signal })
-        const reader = r.body!.getReader()
-        let text = ""
-        const decoder = new TextDecoder()
-        return { controller, read: async (until: RegExp) => {
-          while (!until.test(text)) text += decoder.decode((await reader.read()).value)
-          return text
-        } }
-      })
+      const received = yield* liveStream(base, cookie)
       yield* Effect.promise(() => received.read(/event: ready/))
       const out = yield* (yield* Dispatcher).call(caller, "sophia.add_document", { title: "t", body: "b" })
       assert.isFalse(out.ok)
@@ -262,17 +259,7 @@ describe("portal routes over HTTP", () => {
       const { caller } = yield* run(connect("scribe", "assistant"))
       const out = yield* run(Effect.flatMap(Dispatcher, (d) => d.call(caller, "sophia.add_document", { title: "t", body: "b" })))
       const id = (out.body.error as any).approval_id as string
-      const received = yield* Effect.promise(async () => {
-        const controller = new AbortController()
-        const r = await fetch(`${base}/portal/events`, { headers: { cookie: `sophia_portal=${cookie}` }, signal: controller.signal })
-        const reader = r.body!.getReader()
-        let text = ""
-        const decoder = new TextDecoder()
-        return { controller, read: async (until: RegExp) => {
-          while (!until.test(text)) text += decoder.decode((await reader.read()).value)
-          return text
-        } }
-      })
+      const received = yield* liveStream(base, cookie)
       yield* Effect.promise(() => received.read(/event: ready/))
       // another OS process decides: it publishes nothing this daemon hears
       const cli = yield* Effect.promise(() => new Promise<number | null>((resolve) =>

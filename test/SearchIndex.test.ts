@@ -154,6 +154,13 @@ const searchKind = (caller: Caller, kind: "documents" | "facts", query: string, 
     })
   )
 
+/** A fresh file with the app on it (its background indexer out of the way) and a writer connected. */
+const writerOnFreshFile = Effect.gen(function*() {
+  const run = runIn(yield* Layer.build(appOnFile(tempDb(), 60_000)))
+  const { caller } = yield* run(connect("writer"))
+  return { caller, run, knowledge: yield* run(Knowledge), sql: yield* run(SqlClient.SqlClient) }
+})
+
 describe("documents' and facts' search indexes in batches (SQLite)", () => {
   it.live("a deleted document or fact leaves the index, a restored one comes back once, whenever the batches run", () =>
     Effect.gen(function*() {
@@ -206,12 +213,7 @@ describe("documents' and facts' search indexes in batches (SQLite)", () => {
 
   it.live("a row another writer put at a position the change log reserves is replaced by the batch, not a failure on every retry", () =>
     Effect.gen(function*() {
-      const db = tempDb()
-      const context = yield* Layer.build(appOnFile(db, 60_000))
-      const run = runIn(context)
-      const { caller } = yield* run(connect("writer"))
-      const knowledge = yield* run(Knowledge)
-      const sql = yield* run(SqlClient.SqlClient)
+      const { caller, knowledge, run, sql } = yield* writerOnFreshFile
       // a process of an older version writes the index itself, at the rowid the next logged change will reserve
       yield* run(sql`INSERT INTO documents_fts (rowid, document_id, user_id, entity_id, title, body)
         VALUES (1, 'stray', ${caller.userId}, NULL, 'stray', 'quince stray row')`)
@@ -222,12 +224,7 @@ describe("documents' and facts' search indexes in batches (SQLite)", () => {
 
   it.live("a search whose catching up fails still answers, from the index as it stands", () =>
     Effect.gen(function*() {
-      const db = tempDb()
-      const context = yield* Layer.build(appOnFile(db, 60_000))
-      const run = runIn(context)
-      const { caller } = yield* run(connect("writer"))
-      const knowledge = yield* run(Knowledge)
-      const sql = yield* run(SqlClient.SqlClient)
+      const { caller, knowledge, run, sql } = yield* writerOnFreshFile
       const first = yield* run(knowledge.addDocument(caller, { title: "Medlar notes", body: "the medlar harvest" }))
       assert.deepStrictEqual(yield* run(searchKind(caller, "documents", "medlar")), [first.document_id])
       // from now on every batch fails (its progress cannot be written)
