@@ -31,6 +31,7 @@ const SERVICE_SUITE = [
   "test/Projection.test.ts",
   "test/Search.test.ts",
   "test/Statements.test.ts",
+  "test/StrictArguments.test.ts",
   "test/Waits.test.ts",
   "test/postgres/**/*.test.ts"
 ]

@@ -334,16 +334,18 @@ layer(TestApp, { timeout: 120_000, excludeTestServices: true })("Sandbox (sophia
       const body = ok(yield* exec(caller, `
         ;(Object.prototype as any).polluted = "yes"
         const evil = JSON.parse('{"__proto__": {"polluted": "yes"}, "constructor": {"prototype": {"polluted": "yes"}}}')
-        await sophia.orient({ goal: "x", ...evil } as any)
-        await sophia.orient(JSON.parse('{"__proto__": {"isAdmin": true}}'))
-        return evil
+        // keys orient does not define ("__proto__", "constructor") are refused, never merged anywhere
+        const first = await sophia.orient({ goal: "x", ...evil } as any).then(() => "ran", (e: any) => e.code)
+        const second = await sophia.orient(JSON.parse('{"__proto__": {"isAdmin": true}}')).then(() => "ran", (e: any) => e.code)
+        return { evil, refused: [first, second] }
       `))
       assert.isUndefined(({} as any).polluted)
       assert.isUndefined(({} as any).isAdmin)
       assert.isUndefined((Object.prototype as any).polluted)
       // the returned "__proto__" is plain data, not a prototype
-      assert.strictEqual(Object.getPrototypeOf(body.result), Object.prototype)
-      assert.isUndefined(body.result.polluted)
+      assert.strictEqual(Object.getPrototypeOf(body.result.evil), Object.prototype)
+      assert.isUndefined(body.result.evil.polluted)
+      assert.deepStrictEqual(body.result.refused, ["validation_error", "validation_error"])
       assert.strictEqual(body.sophia_calls, 2)
     }))
 

@@ -62,6 +62,24 @@ export class ValidationError extends Schema.TaggedError<ValidationError>()("Vali
   }
 }
 
+/**
+ * Argument keys the tool does not define (a misspelled key would otherwise be ignored, and the call answer
+ * as if it had not been given: a wrong answer that looks right). Code `validation_error`.
+ */
+export class UnknownArguments extends Schema.TaggedError<UnknownArguments>()("UnknownArguments", {
+  tool: Schema.String,
+  unknown: Schema.Array(Schema.String),
+  /** for each unknown key close enough to a valid one, that key */
+  did_you_mean: Schema.Record({ key: Schema.String, value: Schema.String }),
+  valid_keys: Schema.Array(Schema.String)
+}) {
+  override get message() {
+    const each = this.unknown.map((k) => this.did_you_mean[k] !== undefined ? `${k} (did you mean ${this.did_you_mean[k]}?)` : k)
+    const takes = this.valid_keys.length > 0 ? `it takes: ${this.valid_keys.join(", ")}` : "it takes no arguments"
+    return `${this.tool} does not take ${each.join(", ")}; ${takes}. Nothing was done: repeat the call with valid keys only`
+  }
+}
+
 export class UnknownFields extends Schema.TaggedError<UnknownFields>()("UnknownFields", {
   unknown: Schema.Array(Schema.String),
   valid_keys: Schema.Array(Schema.String)

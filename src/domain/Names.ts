@@ -26,3 +26,16 @@ export const nearest = (name: string, candidates: Iterable<string>, max = 3): Ar
     .slice(0, max)
     .map((x) => x.c)
 }
+
+/**
+ * The one candidate `name` was most likely meant to be — a few edits away, or containing it — or undefined
+ * when none is close (a suggestion that is a guess helps nobody).
+ */
+export const closest = (name: string, candidates: Iterable<string>): string | undefined => {
+  const [best] = nearest(name, candidates, 1)
+  if (best === undefined) return undefined
+  const a = name.toLowerCase()
+  const b = best.toLowerCase()
+  const contains = a.length > 2 && (a.includes(b) || b.includes(a))
+  return contains || distance(a, b) <= Math.max(2, Math.floor(b.length / 3)) ? best : undefined
+}

@@ -1,11 +1,11 @@
 import { Cause, Effect, FiberRef, LogLevel, Option, ParseResult, Schema } from "effect"
 import type { Tracer } from "effect"
 import type { Caller } from "../domain/Auth.js"
-import { NotFound, UnknownFields, ValidationError } from "../domain/Errors.js"
+import { NotFound, UnknownArguments, UnknownFields, ValidationError } from "../domain/Errors.js"
 import type { ProjectionArgs } from "../domain/Projection.js"
 import { projectRows, rowKeys, selectKeys } from "../domain/Projection.js"
 import { ARGUMENTS_MAX_DEPTH, checkArguments, formatJsonIssue, JSON_MAX_DEPTH } from "../domain/Json.js"
-import { nearest } from "../domain/Names.js"
+import { closest, nearest } from "../domain/Names.js"
 import type { ElicitAnswer } from "../domain/Approvals.js"
 import { recordToolCall, RequestLog } from "../observability/Metrics.js"
 import { Approvals } from "../services/Approvals.js"
@@ -15,7 +15,7 @@ import { Envelope } from "./Envelope.js"
 import { formatParseError } from "./ParseIssues.js"
 import type { Refusal, RefusalBody } from "./Refusals.js"
 import { refusalBody } from "./Refusals.js"
-import type { Tool } from "./Registry.js"
+import type { Registry, Tool } from "./Registry.js"
 import { effectiveInput, ToolRegistry } from "./Registry.js"
 
 export type CallOutcome =
@@ -66,6 +66,36 @@ const makeCodecs = () => {
     return e
   }
   return { decoderOf, encoderOf } as const
+}
+
+/**
+ * The argument keys each tool defines (its advertised input schema's properties, so what is refused is
+ * exactly what is not advertised), and the refusal of any other: each unknown key with the valid key it is
+ * closest to.
+ */
+const makeArgumentCheck = (registry: Registry) => {
+  const keys = new Map<Tool, ReadonlySet<string>>()
+  const keysOf = (tool: Tool) => {
+    let known = keys.get(tool)
+    if (known === undefined) {
+      const properties = registry.inputJsonSchema(tool).properties
+      keys.set(tool, known = new Set(typeof properties === "object" && properties !== null ? Object.keys(properties) : []))
+    }
+    return known
+  }
+  return (tool: Tool, args: unknown): UnknownArguments | undefined => {
+    if (typeof args !== "object" || args === null || Array.isArray(args)) return undefined
+    const known = keysOf(tool)
+    let unknown: Array<string> | undefined
+    for (const key in args) if (!known.has(key)) (unknown ??= []).push(key)
+    if (unknown === undefined) return undefined
+    const didYouMean: Record<string, string> = {}
+    for (const key of unknown) {
+      const near = closest(key, known)
+      if (near !== undefined) didYouMean[key] = near
+    }
+    return new UnknownArguments({ tool: tool.name, unknown, did_you_mean: didYouMean, valid_keys: [...known] })
+  }
 }
 
 /**
@@ -127,6 +157,7 @@ export class Dispatcher extends Effect.Service<Dispatcher>()("sophia/Dispatcher"
     const envelope = yield* Envelope
     const logCalls = yield* RequestLog
     const { decoderOf, encoderOf } = makeCodecs()
+    const unknownArguments = makeArgumentCheck(registry)
     const toolNames = registry.tools.map((t) => t.name)
     const suggestionsFor = makeSuggestions(registry.tools)
 
@@ -137,6 +168,10 @@ export class Dispatcher extends Effect.Service<Dispatcher>()("sophia/Dispatcher"
         // the arguments as a whole first (an object, well-formed, bounded depth): nothing below walks a hostile shape
         const shape = checkArguments(args, gate === "allow" ? ARGUMENTS_MAX_DEPTH : JSON_MAX_DEPTH)
         if (shape) return yield* new ValidationError({ detail: formatJsonIssue(shape) })
+        // a key the tool does not define is refused before anything else is judged (a misspelled key would
+        // otherwise be ignored: a wrong answer that looks right)
+        const unknown = unknownArguments(tool, args)
+        if (unknown) return yield* unknown
         const input = yield* decoderOf(tool)(args ?? {}).pipe(
           Effect.mapError((e) => new ValidationError({ detail: formatParseError(e) }))
         )

@@ -69,7 +69,8 @@ const DATA_KEYWORDS = new Set(["enum", "const", "default", "examples"])
 
 /**
  * tools/list economy (the whole surface must stay ≤ 8k tokens): drop what tells a model nothing —
- * `additionalProperties: false` (excess arguments are ignored anyway), Effect's generated `title`s and stock
+ * `additionalProperties: false` below the top (a tool's own keys are checked, and its input schema says so at
+ * the top: `toolInputJsonSchema`), Effect's generated `title`s and stock
  * descriptions, empty `required`/`properties`, `additionalProperties: {}` — and write a nullable simple type
  * as a type list. Validation keywords are kept.
  */
@@ -128,8 +129,11 @@ const optionalRowKeys = (schema: Json, rowsKey: string | undefined): Json => {
 }
 
 /** A tool's advertised input schema (the arguments it decodes, with the object root MCP wants). */
-export const toolInputJsonSchema = (input: Schema.Schema<any, any, never>): Json =>
-  slimJsonSchema(objectRoot(toJsonSchema(input))) as Json
+export const toolInputJsonSchema = (input: Schema.Schema<any, any, never>): Json => {
+  const slim = slimJsonSchema(objectRoot(toJsonSchema(input))) as Json
+  // a tool refuses an argument key it does not define (the Dispatcher): its schema says so, once, at the top
+  return slim.type === "object" ? { ...slim, additionalProperties: false } : slim
+}
 
 /**
  * A tool's full output schema: its result with the envelope's fields; `rowsKey`, for a tool whose list

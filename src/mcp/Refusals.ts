@@ -17,6 +17,7 @@ export type Refusal =
   | E.OwnerApprovalRequired
   | E.ValidationError
   | E.UnknownFields
+  | E.UnknownArguments
   | E.NotFound
   | E.PayloadTooLarge
   | E.UnknownRecipient
@@ -42,6 +43,7 @@ const CODES: { readonly [K in Refusal["_tag"]]: readonly [code: string, httpStat
   OwnerApprovalRequired: ["owner_approval_required", 403],
   ValidationError: ["validation_error", 400],
   UnknownFields: ["unknown_fields", 400],
+  UnknownArguments: ["validation_error", 400],
   NotFound: ["not_found", 404],
   PayloadTooLarge: ["payload_too_large", 413],
   UnknownRecipient: ["unknown_recipient", 400],

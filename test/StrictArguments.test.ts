@@ -1,0 +1,66 @@
+/**
+ * Strict arguments (docs/architecture.md, "Refusal codes"; issue 27): a key a tool does not define is refused
+ * with `validation_error`, naming the key, the valid key it is closest to and every valid key — on every tool
+ * of the registry, before anything else about the call is judged, and nothing is done.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import type { Caller } from "../src/domain/Auth.js"
+import { SophiaTest } from "../src/layers/App.js"
+import { Dispatcher } from "../src/mcp/Dispatch.js"
+import { ToolRegistry } from "../src/mcp/Registry.js"
+import { Coordination } from "../src/services/Coordination.js"
+import { connect } from "./support/Fixtures.js"
+
+const call = (caller: Caller, tool: string, args: unknown) =>
+  Effect.flatMap(Dispatcher, (d) => d.call(caller, tool, args)).pipe(Effect.map((o) => ({ ok: o.ok, body: o.body as any })))
+
+describe("strict arguments", () => {
+  it.effect("every tool refuses a misspelled key, with the key it was meant to be and the keys it takes", () =>
+    Effect.gen(function*() {
+      const registry = yield* ToolRegistry
+      const { caller } = yield* connect("speller")
+      for (const tool of registry.tools) {
+        const schema = registry.inputJsonSchema(tool)
+        assert.strictEqual(schema.additionalProperties, false, tool.name)
+        const keys = Object.keys((schema.properties as object | undefined) ?? {})
+        const [meant] = keys
+        const wrong = meant === undefined ? "bogus" : meant + meant.slice(-1)
+        const out = yield* call(caller, tool.name, { [wrong]: 1 })
+        assert.isFalse(out.ok, tool.name)
+        assert.strictEqual(out.body.error.code, "validation_error", tool.name)
+        assert.deepStrictEqual(out.body.error.unknown, [wrong], tool.name)
+        assert.deepStrictEqual(out.body.error.valid_keys, keys, tool.name)
+        assert.deepStrictEqual(out.body.error.did_you_mean, meant === undefined ? {} : { [wrong]: meant }, tool.name)
+        assert.include(out.body.error.message, wrong, tool.name)
+        if (meant !== undefined) assert.include(out.body.error.message, `did you mean ${meant}?`, tool.name)
+      }
+    }).pipe(Effect.provide(SophiaTest)))
+
+  it.effect("a misspelled inbox filter reads nothing and marks nothing read (it used to read the global inbox)", () =>
+    Effect.gen(function*() {
+      const { caller: poster } = yield* connect("poster")
+      const { caller: reader } = yield* connect("reader")
+      yield* call(poster, "sophia.coordination_post", { channel: "arc:build-42", kind: "status", body: "built" })
+      yield* call(poster, "sophia.coordination_post", { channel: "general", kind: "status", body: "hello" })
+      const before = yield* Effect.flatMap(Coordination, (c) => c.unreadCount(reader))
+      assert.strictEqual(before, 2)
+      const out = yield* call(reader, "sophia.coordination_inbox", { channnel: "arc:build-42" })
+      assert.isFalse(out.ok)
+      assert.deepStrictEqual(out.body.error.did_you_mean, { channnel: "channel" })
+      assert.strictEqual(out.body._inbox_unread, 2)
+      assert.strictEqual(yield* Effect.flatMap(Coordination, (c) => c.unreadCount(reader)), 2)
+    }).pipe(Effect.provide(SophiaTest)))
+
+  it.effect("the unknown key is named even when other arguments are wrong too; a far-off key gets no guess", () =>
+    Effect.gen(function*() {
+      const { caller } = yield* connect("writer")
+      const out = yield* call(caller, "sophia.coordination_post", { channel: 5, kindd: "status", zzzzzzzz: true })
+      assert.strictEqual(out.body.error.code, "validation_error")
+      assert.deepStrictEqual(out.body.error.unknown, ["kindd", "zzzzzzzz"])
+      assert.deepStrictEqual(out.body.error.did_you_mean, { kindd: "kind" })
+      // an approval id is a key of every write tool: not unknown
+      const gated = yield* call(caller, "sophia.add_document", { title: "t", body: "b", approval_id: "nope" })
+      assert.notStrictEqual(gated.body.error?.code, "validation_error")
+    }).pipe(Effect.provide(SophiaTest)))
+})
