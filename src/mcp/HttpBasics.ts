@@ -140,3 +140,37 @@ export const hostGuard = (host: string, port: () => number) => {
   }
   return { hostAllowed, originAllowed } as const
 }
+
+/** Why a request was not authenticated: told apart, so a client knows what to fix. */
+export type AuthFailureReason = "missing" | "malformed" | "unknown_or_revoked"
+
+const MINT_HINT = "the owner mints a connection with `sophia connection create --name <name> --profile observer|assistant|full`"
+
+/**
+ * The refusal of an unauthenticated request, as every refusal is shaped (`code`, `message`, `hint`), with the
+ * reason: no `Authorization` header, one that is not `Bearer sph_…`, or a bearer that is unknown or revoked.
+ */
+export const authFailureOf = (req: http.IncomingMessage) => {
+  const header = req.headers.authorization
+  const bearer = bearerOf(req)
+  const reason: AuthFailureReason = header === undefined || header.trim() === ""
+    ? "missing"
+    : bearer === undefined || !bearer.startsWith("sph_")
+    ? "malformed"
+    : "unknown_or_revoked"
+  const said = {
+    missing: {
+      message: "no Authorization header: every request carries its connection's bearer",
+      hint: `send \`Authorization: Bearer sph_…\` with your connection's bearer; ${MINT_HINT}`
+    },
+    malformed: {
+      message: "the Authorization header is not `Bearer sph_…`",
+      hint: "send `Authorization: Bearer ` followed by the bearer exactly as it was printed (it starts with sph_)"
+    },
+    unknown_or_revoked: {
+      message: "the bearer is unknown, or its connection was revoked",
+      hint: `a revoked bearer never works again: ask the owner for a new connection; ${MINT_HINT}`
+    }
+  }[reason]
+  return { code: "unauthenticated", reason, ...said } as const
+}

@@ -8,6 +8,7 @@ import type { Caller } from "../domain/Auth.js"
 import type { Dispatcher } from "./Dispatch.js"
 import {
   abandonedBy,
+  authFailureOf,
   bearerOf,
   bodyRefusal,
   hintKeepAlive,
@@ -77,7 +78,8 @@ export const makeMcpSessions = (options: {
 
   const handle = async (req: http.IncomingMessage, res: http.ServerResponse) => {
     const caller = await options.authenticate(req)
-    if (!caller) return sendJson(res, 401, jsonRpcError(-32001, AUTH_MESSAGE), WWW_AUTHENTICATE)
+    // the JSON-RPC message stays the one MCP clients know; `data` says which failure it was and what to do
+    if (!caller) return sendJson(res, 401, jsonRpcError(-32001, AUTH_MESSAGE, authFailureOf(req)), WWW_AUTHENTICATE)
     let body: unknown
     if (req.method === "POST") {
       try {

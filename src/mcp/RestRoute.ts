@@ -2,7 +2,7 @@ import type { Effect } from "effect"
 import type * as http from "node:http"
 import type { Caller } from "../domain/Auth.js"
 import type { Dispatcher } from "./Dispatch.js"
-import { abandonedBy, bodyRefusal, readJson, sendJson, WWW_AUTHENTICATE } from "./HttpBasics.js"
+import { abandonedBy, authFailureOf, bodyRefusal, readJson, sendJson, WWW_AUTHENTICATE } from "./HttpBasics.js"
 import { httpStatusOf } from "./Refusals.js"
 
 /** The REST path `POST /api/tools/<tool name>`: the JSON body is the arguments, the reply the tool's result. */
@@ -14,7 +14,7 @@ export const makeRestRoute = (options: {
 }) => {
   const handle = async (req: http.IncomingMessage, res: http.ServerResponse, toolName: string) => {
     const caller = await options.authenticate(req)
-    if (!caller) return sendJson(res, 401, { error: "invalid_or_revoked_bearer" }, WWW_AUTHENTICATE)
+    if (!caller) return sendJson(res, 401, { error: authFailureOf(req) }, WWW_AUTHENTICATE)
     let args: unknown
     try {
       args = await readJson(req, options.limit)

@@ -38,31 +38,43 @@ const initialize = JSON.stringify({
 const mcpHeaders = { "content-type": "application/json", accept: "application/json, text/event-stream" }
 
 describe("HTTP transport", () => {
-  it.scoped("refuses a missing, malformed, unknown or revoked bearer with 401 and the exact message", () =>
+  it.scoped("refuses a missing, malformed, unknown or revoked bearer with 401 and the exact message, telling the three failures apart", () =>
     Effect.gen(function*() {
       const { port } = yield* HttpServer
       const auth = yield* Auth
       const revoked = yield* connect("soon-revoked", "full")
       yield* auth.revoke("soon-revoked")
-      const cases: Record<string, Record<string, string>> = {
-        missing: {},
-        malformed: { authorization: "Basic Zm9vOmJhcg==" },
-        unknown: { authorization: `Bearer sph_${"x".repeat(43)}` },
-        revoked: { authorization: `Bearer ${revoked.bearer}` }
+      const cases: Record<string, readonly [Record<string, string>, string]> = {
+        missing: [{}, "missing"],
+        malformed: [{ authorization: "Basic Zm9vOmJhcg==" }, "malformed"],
+        "not a bearer of ours": [{ authorization: "Bearer abc" }, "malformed"],
+        unknown: [{ authorization: `Bearer sph_${"x".repeat(43)}` }, "unknown_or_revoked"],
+        revoked: [{ authorization: `Bearer ${revoked.bearer}` }, "unknown_or_revoked"]
       }
-      for (const [label, headers] of Object.entries(cases)) {
+      const reasons = new Set<string>()
+      for (const [label, [headers, reason]] of Object.entries(cases)) {
         const mcp = yield* request(port, { path: "/mcp", headers: { ...mcpHeaders, ...headers }, body: initialize })
         assert.strictEqual(mcp.status, 401, label)
         assert.strictEqual(mcp.headers["www-authenticate"], "Bearer realm=\"sophia\"", label)
-        assert.strictEqual(JSON.parse(mcp.body).error.message, AUTH_MESSAGE, label)
+        const mcpError = JSON.parse(mcp.body).error
+        assert.strictEqual(mcpError.message, AUTH_MESSAGE, label)
+        assert.strictEqual(mcpError.data.code, "unauthenticated", label)
+        assert.strictEqual(mcpError.data.reason, reason, label)
         const rest = yield* request(port, {
           path: "/api/tools/sophia.orient",
           headers: { "content-type": "application/json", ...headers },
           body: "{}"
         })
         assert.strictEqual(rest.status, 401, label)
-        assert.deepStrictEqual(JSON.parse(rest.body), { error: "invalid_or_revoked_bearer" }, label)
+        const { error } = JSON.parse(rest.body)
+        // shaped like every refusal, and telling the three failures apart
+        assert.deepStrictEqual([error.code, error.reason], ["unauthenticated", reason], label)
+        assert.isString(error.message, label)
+        assert.isString(error.hint, label)
+        assert.deepStrictEqual(mcpError.data, error, label)
+        reasons.add(error.message)
       }
+      assert.strictEqual(reasons.size, 3)
     }).pipe(Effect.provide(ServeTest())))
 
   it.scoped("a revoked bearer fails on its very next call inside an open MCP session", () =>
