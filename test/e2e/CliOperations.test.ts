@@ -78,6 +78,23 @@ describe("sophia CLI: failures are one line", { timeout: 120_000 }, () => {
     assertOneLine(sophia(["connection", "list", "--log-level", "loud", "--db", path.join(dir, "s.db")], noPg), "--log-level")
   })
 
+  it("a database path under /proc (where Node's recursive mkdir never returns) exits within 5 s in one line", async () => {
+    const started = Date.now()
+    const child = spawn(process.execPath, [SOPHIA, "serve", "--port", "0", "--db", "/proc/nope/x.db"], {
+      env: { ...process.env, SOPHIA_DATABASE_URL: "" }
+    })
+    let stdout = ""
+    let stderr = ""
+    child.stdout.on("data", (d) => (stdout += d))
+    child.stderr.on("data", (d) => (stderr += d))
+    // a spinning process is killed after 5 s, and the assertions below then fail
+    const killer = setTimeout(() => child.kill("SIGKILL"), 5_000)
+    const status = await new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)))
+    clearTimeout(killer)
+    assert.isBelow(Date.now() - started, 5_000)
+    assertOneLine({ status, stdout, stderr }, "/proc/nope")
+  })
+
   it("a port in use is one line", async () => {
     const blocker = net.createServer()
     await new Promise<void>((r) => blocker.listen(0, "127.0.0.1", () => r()))

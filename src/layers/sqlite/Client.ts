@@ -40,6 +40,24 @@ export interface SqliteStoreConfig {
   readonly checkpoints?: CheckpointTuning
 }
 
+/**
+ * Create `dir` and its missing parents, owner-only, one level at a time. Not `mkdirSync(dir, { recursive:
+ * true })`: under a pseudo-filesystem such as /proc, Node's recursive mkdir retries forever (ENOENT for the
+ * child of a parent that exists), spinning a core and ignoring SIGTERM. Here the first level that cannot be
+ * created throws, and the caller reports it in one line.
+ */
+const createFolder = (dir: string) => {
+  const missing: Array<string> = []
+  let at = dir
+  while (!fs.existsSync(at)) {
+    missing.push(at)
+    const parent = path.dirname(at)
+    if (parent === at) break
+    at = parent
+  }
+  for (const level of missing.reverse()) fs.mkdirSync(level, { mode: 0o700 })
+}
+
 /** Create `file` empty with mode 0600 unless it exists (an empty file is an empty SQLite database). */
 const createPrivate = (file: string) => {
   let fd: number
@@ -86,9 +104,7 @@ const openWriter = (filename: string, timeout: number) =>
     const attempt = <A>(what: string, f: () => A) =>
       Effect.try({ try: f, catch: (cause) => new SqlError({ cause, message: `${what}: ${String(cause)}` }) })
     if (file) {
-      yield* attempt("cannot create the database folder", () =>
-        fs.mkdirSync(path.dirname(path.resolve(filename)), { recursive: true, mode: 0o700 })
-      )
+      yield* attempt("cannot create the database folder", () => createFolder(path.dirname(path.resolve(filename))))
     }
     // the owner's alone: a new database file is created 0600 (whatever the umask); SQLite gives its -wal and
     // -shm files the database file's mode
