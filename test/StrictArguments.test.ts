@@ -64,3 +64,38 @@ describe("strict arguments", () => {
       assert.notStrictEqual(gated.body.error?.code, "validation_error")
     }).pipe(Effect.provide(SophiaTest)))
 })
+
+describe("one shape for the head", () => {
+  it.effect("every ledger tool that reports a work item's head reports it as top-level `head`", () =>
+    Effect.gen(function*() {
+      const { caller: worker } = yield* connect("worker")
+      const { caller: reviewer } = yield* connect("reviewer")
+      const ok = (out: { ok: boolean; body: any }) => {
+        assert.isTrue(out.ok, JSON.stringify(out.body))
+        return out.body
+      }
+      const appended = ok(yield* call(worker, "sophia.ledger_append", {
+        work_id: "w",
+        expected_head: null,
+        events: [{ type: "opened", title: "t" }, { type: "claimed" }]
+      }))
+      const status = ok(yield* call(worker, "sophia.ledger_status", { work_id: "w" }))
+      assert.strictEqual(status.head, appended.head)
+      assert.strictEqual(status.settled.seq, appended.seq)
+      const log = ok(yield* call(worker, "sophia.ledger_log", { work_id: "w" }))
+      assert.strictEqual(log.head, appended.head)
+      const requested = ok(yield* call(worker, "sophia.review_request", {
+        work_id: "w",
+        expected_head: appended.head,
+        artifact: { uri: "file://a", sha256: "a".repeat(64) }
+      }))
+      assert.isString(requested.head)
+      const verdict = ok(yield* call(reviewer, "sophia.review_verdict", {
+        request_id: requested.request_id,
+        expected_head: requested.head,
+        verdict: "approved",
+        artifact_sha256: "a".repeat(64)
+      }))
+      assert.strictEqual(ok(yield* call(worker, "sophia.ledger_status", { work_id: "w" })).head, verdict.head)
+    }).pipe(Effect.provide(SophiaTest)))
+})

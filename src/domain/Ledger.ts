@@ -230,6 +230,8 @@ export const ObservedClaimant = Schema.Struct({
 
 export const LedgerStatus = Schema.Struct({
   work_id: Schema.String,
+  /** the item's head, where every ledger tool reports it (the settled state repeats it, with its seq) */
+  head: Schema.String,
   // the settled state is the contract's WorkState (less what is internal), with reviews listed
   settled: Schema.Struct({
     ...Struct.pick(WorkState.fields, "head", "seq", "title", "status", "resolution", "claimant", "fields"),

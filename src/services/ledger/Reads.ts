@@ -42,6 +42,8 @@ export const makeReads = (deps: { readonly store: LedgerStore; readonly chain: L
     }
     const result: LedgerStatus = {
       work_id: workId,
+      // the head where every ledger tool reports it (top level), and within the settled state as well
+      head: settled.head,
       settled: {
         head: settled.head,
         seq: settled.seq,
