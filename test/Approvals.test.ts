@@ -122,6 +122,31 @@ describe("Approvals: binding and execution", () => {
       assert.strictEqual(redecide._tag, "ValidationError")
     }).pipe(Effect.provide(Fast)))
 
+  it.live("an approval_id that does not fit the call is never used silently: the refusal says why and names the new approval", () =>
+    Effect.gen(function*() {
+      const { caller } = yield* connect("helper", "assistant")
+      const { caller: other } = yield* connect("other", "assistant")
+      const args = { title: "Release notes", body: "v1 ships friday" }
+      const id = (yield* call(caller, "sophia.add_document", args)).error.approval_id as string
+      yield* decide(id, "approved")
+      // the approved id, other arguments
+      const changed = yield* call(caller, "sophia.add_document", { ...args, body: "v1 ships monday", approval_id: id })
+      assert.strictEqual(changed.error.code, "approval_required")
+      assert.notStrictEqual(changed.error.approval_id, id)
+      assert.include(changed.error.message, `approval ${id} was given for other arguments of sophia.add_document`)
+      assert.include(changed.error.message, `this call needs its own approval, ${changed.error.approval_id}`)
+      // another connection's approval
+      const stolen = yield* call(other, "sophia.add_document", { ...args, approval_id: id })
+      assert.include(stolen.error.message, `approval_id ${id} is not an approval of this connection`)
+      // an id that is no approval at all
+      const made = yield* call(caller, "sophia.add_document", { ...args, title: "Other", approval_id: "apr-nope" })
+      assert.include(made.error.message, "approval_id apr-nope is not an approval of this connection")
+      // the matching call still runs once
+      const done = yield* call(caller, "sophia.add_document", { ...args, approval_id: id })
+      assert.isString(done.document_id)
+      assert.strictEqual(yield* count("documents"), 1)
+    }).pipe(Effect.provide(Fast)))
+
   it.live("approve-once executes once under a retry storm of concurrent re-calls", () =>
     Effect.gen(function*() {
       const { caller } = yield* connect("worker", "full")

@@ -166,20 +166,23 @@ const hintFor = (id: string) =>
   `wait for the owner's decision with sophia.approval_status({ approval_id: "${id}", wait_s: 60 }); ` +
   `once approved, repeat this exact call with approval_id: "${id}" (it runs once)`
 
-const pendingRefusal = (request: { readonly tool: GatedTool; readonly decision: string }, id: string) =>
-  request.decision === "owner_approval"
+/** The refusal of a call whose approval is pending; `setAside`: why the approval it named was not used. */
+const pendingRefusal = (request: { readonly tool: GatedTool; readonly decision: string }, id: string, setAside?: string) => {
+  const first = setAside === undefined ? "" : `${setAside}; this call needs its own approval, ${id}: `
+  return request.decision === "owner_approval"
     ? new OwnerApprovalRequired({
       tool: request.tool.name,
       approval_id: id,
-      reason: `elevated tools always need the owner's explicit gesture; the owner approves with \`sophia approvals approve ${id}\`, then repeat the same call with approval_id`,
+      reason: `${first}elevated tools always need the owner's explicit gesture; the owner approves with \`sophia approvals approve ${id}\`, then repeat the same call with approval_id`,
       hint: hintFor(id)
     })
     : new ApprovalRequired({
       tool: request.tool.name,
       approval_id: id,
-      reason: `this connection needs a per-call approval for writes; once the owner approves (\`sophia approvals approve ${id}\`), repeat the same call with approval_id`,
+      reason: `${first}this connection needs a per-call approval for writes; once the owner approves (\`sophia approvals approve ${id}\`), repeat the same call with approval_id`,
       hint: hintFor(id)
     })
+}
 
 /** The approval flow of one gated call (see the `Approvals` comment). */
 const makeGate = (rows: ApprovalRows, events: EventsService, decisions: Decisions, waitMs: number) => {
@@ -203,19 +206,26 @@ const makeGate = (rows: ApprovalRows, events: EventsService, decisions: Decision
       const named = typeof args === "object" && args !== null && typeof (args as any).approval_id === "string"
         ? (args as { approval_id: string }).approval_id
         : undefined
+      // an approval is bound to its caller, tool and arguments: anything else needs a new approval, and the
+      // refusal says why the one named was not used (a changed argument is never silently approved)
+      let setAside: string | undefined
       if (named !== undefined) {
         const row = yield* rows.byId(named)
-        // an approval is bound to its caller, tool and arguments: anything else needs a new approval
-        if (
-          Option.isSome(row) && row.value.connection_id === caller.connectionId && row.value.tool === tool.name &&
-          row.value.args_hash === hash
-        ) return row.value
+        if (Option.isNone(row) || row.value.connection_id !== caller.connectionId) {
+          setAside = `approval_id ${named} is not an approval of this connection`
+        } else if (row.value.tool !== tool.name) {
+          setAside = `approval ${named} was given for ${row.value.tool}, not ${tool.name}`
+        } else if (row.value.args_hash !== hash) {
+          setAside = `approval ${named} was given for other arguments of ${tool.name}: an approval runs only the exact call it was asked for`
+        } else {
+          return { row: row.value, setAside }
+        }
       }
       // find-or-create is one decision per binding: serialized (advisory lock, store/Locking.ts), so the same
       // call retried on two daemons at once binds to one approval, never two
       yield* serialize(rows.sql, `approval/${caller.connectionId}/${tool.name}/${hash}`)
       const open = yield* rows.openOfBinding(caller.connectionId, tool.name, hash)
-      return Option.isSome(open) ? open.value : yield* create(caller, tool, args, hash)
+      return { row: Option.isSome(open) ? open.value : yield* create(caller, tool, args, hash), setAside }
     }).pipe(events.transaction)
 
   /**
@@ -257,7 +267,8 @@ const makeGate = (rows: ApprovalRows, events: EventsService, decisions: Decision
       // a re-call naming its approval gets the decision (and, once executed, the stored result) as is
       const namesApproval = typeof request.args === "object" && request.args !== null && "approval_id" in request.args
       if (!namesApproval && request.dryRunSafe === true) yield* dryRun(request.execute)
-      let row = yield* bind(request.caller, request.tool, request.args)
+      const bound = yield* bind(request.caller, request.tool, request.args)
+      let row = bound.row
       if (row.status === "pending" && request.decision === "approval" && request.elicit !== undefined) {
         const answer = yield* request.elicit(
           `Allow ${request.caller.name} (${request.caller.connectionShort}) to call ${request.tool.name} with ${
@@ -269,7 +280,7 @@ const makeGate = (rows: ApprovalRows, events: EventsService, decisions: Decision
       if (row.status === "pending" && waitMs > 0) row = yield* decisions.awaitDecision(row, waitMs)
       switch (row.status) {
         case "pending":
-          return yield* pendingRefusal(request, row.id)
+          return yield* pendingRefusal(request, row.id, bound.setAside)
         case "denied":
           return yield* new ApprovalDenied({ tool: request.tool.name, approval_id: row.id })
         case "approved":
