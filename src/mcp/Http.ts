@@ -58,6 +58,10 @@ const timeRequest = (res: http.ServerResponse, route: "mcp" | "rest") => {
   res.once("close", () => recordHttpRequest(route, (performance.now() - started) / 1000))
 }
 
+/** 405 with the method the path takes (`Allow`) and what it does. */
+const methodNotAllowed = (res: http.ServerResponse, allow: string, hint: string) =>
+  sendJson(res, 405, { error: { code: "method_not_allowed", message: `this path takes ${allow} only`, hint } }, { allow })
+
 /** Listen on the configured host and port; a failure to is a `ListenError` (one line), later server errors are logged. */
 const listen = (server: http.Server, config: HttpConfig, runPromise: <A>(effect: Effect.Effect<A>) => Promise<A>) =>
   Effect.async<void, ListenError>((resume) => {
@@ -130,12 +134,20 @@ export const layer = (config: HttpConfig): Layer.Layer<HttpServer, ListenError, 
         if ((url.pathname === "/portal" || url.pathname.startsWith("/portal/")) && Option.isSome(portal)) {
           return portal.value.handle(req, res, url)
         }
+        if (url.pathname === "/api/tools" || url.pathname === "/api/tools/") {
+          return req.method === "GET" ? rest.list(req, res) : methodNotAllowed(res, "GET", "GET /api/tools lists the tools")
+        }
         const toolPath = /^\/api\/tools\/([^/]+)$/.exec(url.pathname)
-        if (toolPath && req.method === "POST") {
+        if (toolPath) {
+          if (req.method !== "POST") {
+            return methodNotAllowed(res, "POST", "POST /api/tools/<tool> with the arguments as its JSON body calls the tool")
+          }
           timeRequest(res, "rest")
           return rest.handle(req, res, toolPath[1])
         }
-        return sendJson(res, 404, { error: "not_found" })
+        return sendJson(res, 404, {
+          error: { code: "not_found", message: `no route ${url.pathname}`, hint: "MCP is POST /mcp; the REST path is /api/tools (GET lists the tools)" }
+        })
       }
 
       const server = http.createServer((req, res) => {

@@ -38,5 +38,12 @@ export const makeRestRoute = (options: {
     if (outcome.ok) return sendJson(res, 200, outcome.body)
     return sendJson(res, outcome.refusal ? httpStatusOf(outcome.refusal) : 500, outcome.body)
   }
-  return { handle } as const
+  /** `GET /api/tools`: the tools this bearer may call, by group (the brief capability catalog). */
+  const list = async (req: http.IncomingMessage, res: http.ServerResponse) => {
+    const caller = await options.authenticate(req)
+    if (!caller) return sendJson(res, 401, { error: authFailureOf(req) }, WWW_AUTHENTICATE)
+    const outcome = await options.runPromise(options.dispatcher.call(caller, "sophia.capability_catalog", { brief: true }))
+    return sendJson(res, outcome.ok ? 200 : outcome.refusal ? httpStatusOf(outcome.refusal) : 500, outcome.body)
+  }
+  return { handle, list } as const
 }

@@ -77,6 +77,34 @@ describe("HTTP transport", () => {
       assert.strictEqual(reasons.size, 3)
     }).pipe(Effect.provide(ServeTest())))
 
+  it.scoped("GET /api/tools lists the bearer's tools; a wrong method on a tool path is 405 with Allow; an unknown route says where to go", () =>
+    Effect.gen(function*() {
+      const { port } = yield* HttpServer
+      const { bearer } = yield* connect("lister", "observer")
+      const auth = { authorization: `Bearer ${bearer}` }
+      const listed = yield* request(port, { method: "GET", path: "/api/tools", headers: auth })
+      assert.strictEqual(listed.status, 200)
+      const groups = JSON.parse(listed.body).groups as Record<string, Array<{ name: string; access: string }>>
+      const tools = Object.values(groups).flat()
+      assert.isTrue(tools.some((t) => t.name === "sophia.orient"))
+      // an observer is listed what it may call: reads only
+      assert.deepStrictEqual([...new Set(tools.map((t) => t.access))], ["read"])
+      const anonymous = yield* request(port, { method: "GET", path: "/api/tools" })
+      assert.strictEqual(anonymous.status, 401)
+      assert.strictEqual(JSON.parse(anonymous.body).error.reason, "missing")
+      const get = yield* request(port, { method: "GET", path: "/api/tools/sophia.orient", headers: auth })
+      assert.strictEqual(get.status, 405)
+      assert.strictEqual(get.headers.allow, "POST")
+      assert.strictEqual(JSON.parse(get.body).error.code, "method_not_allowed")
+      const post = yield* request(port, { method: "POST", path: "/api/tools", headers: auth, body: "{}" })
+      assert.strictEqual(post.status, 405)
+      assert.strictEqual(post.headers.allow, "GET")
+      const nowhere = yield* request(port, { method: "GET", path: "/api/nothing", headers: auth })
+      assert.strictEqual(nowhere.status, 404)
+      const error = JSON.parse(nowhere.body).error
+      assert.deepStrictEqual([error.code, typeof error.hint], ["not_found", "string"])
+    }).pipe(Effect.provide(ServeTest())))
+
   it.scoped("a revoked bearer fails on its very next call inside an open MCP session", () =>
     Effect.gen(function*() {
       const { mcpUrl } = yield* HttpServer
