@@ -99,3 +99,25 @@ describe("one shape for the head", () => {
       assert.strictEqual(ok(yield* call(worker, "sophia.ledger_status", { work_id: "w" })).head, verdict.head)
     }).pipe(Effect.provide(SophiaTest)))
 })
+
+describe("refusals that state the rule", () => {
+  it.effect("one message per argument: a union's alternatives once, no 'Expected undefined', a missing key told what it is for", () =>
+    Effect.gen(function*() {
+      const { caller } = yield* connect("asker")
+      const message = (tool: string, args: unknown) =>
+        Effect.map(call(caller, tool, args), (out) => {
+          assert.strictEqual(out.body.error.code, "validation_error", tool)
+          return out.body.error.message as string
+        })
+      const waitS = yield* message("sophia.coordination_inbox", { wait_s: 120 })
+      assert.strictEqual(waitS, "wait_s: Expected a number between 0 and 60, actual 120")
+      const kind = yield* message("sophia.coordination_post", { channel: "c", kind: "nope", body: "x" })
+      assert.match(kind, /^kind: must be one of "question", "answer", .*"closeout"; got "nope"$/)
+      assert.strictEqual(kind.match(/Expected/g), null)
+      const head = yield* message("sophia.ledger_append", { work_id: "w", events: [{ type: "opened", title: "t" }] })
+      assert.include(head, "expected_head: is missing: the head you extend (null: create)")
+      const predicate = yield* message("sophia.declare_wait", { on: "asker", predicate: "soon", reason: "r" })
+      assert.include(predicate, "predicate: is not of the expected shape (got \"soon\")")
+      assert.isBelow(predicate.length, 200)
+    }).pipe(Effect.provide(SophiaTest)))
+})
