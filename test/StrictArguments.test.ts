@@ -120,4 +120,25 @@ describe("refusals that state the rule", () => {
       assert.include(predicate, "predicate: is not of the expected shape (got \"soon\")")
       assert.isBelow(predicate.length, 200)
     }).pipe(Effect.provide(SophiaTest)))
+
+  it.effect("a claim on an item another agent holds names that agent and the ways forward (ask, wait, take over once orphaned)", () =>
+    Effect.gen(function*() {
+      const { caller: holder } = yield* connect("builder")
+      const { caller: other } = yield* connect("tester")
+      const opened = yield* call(holder, "sophia.ledger_append", {
+        work_id: "build-42",
+        expected_head: null,
+        events: [{ type: "opened", title: "build" }, { type: "claimed" }]
+      })
+      const claim = yield* call(other, "sophia.ledger_append", { work_id: "build-42", expected_head: opened.body.head, events: [{ type: "claimed" }] })
+      assert.strictEqual(claim.body.error.code, "invalid_transition")
+      assert.strictEqual(claim.body.error.agent_name, "builder")
+      assert.strictEqual(claim.body.error.claimant, holder.connectionId)
+      assert.include(claim.body.error.message, `claimed by builder (${holder.connectionShort})`)
+      assert.lengthOf(claim.body.error.next, 3)
+      assert.match(claim.body.error.message, /ask it: sophia\.coordination_post.*wait for it: sophia\.declare_wait.*take it over once builder is revoked or silent/s)
+      // releasing another's claim says the same
+      const release = yield* call(other, "sophia.ledger_append", { work_id: "build-42", expected_head: opened.body.head, events: [{ type: "released" }] })
+      assert.strictEqual(release.body.error.agent_name, "builder")
+    }).pipe(Effect.provide(SophiaTest)))
 })

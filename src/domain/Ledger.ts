@@ -356,9 +356,14 @@ export class SelfCertification extends Schema.TaggedError<SelfCertification>()("
 }
 
 export class InvalidTransition extends Schema.TaggedError<InvalidTransition>()("InvalidTransition", {
-  detail: Schema.String
+  detail: Schema.String,
+  /** the connection holding the item, when that is why (the Ledger adds its name and the ways forward) */
+  claimant: Schema.optional(Schema.String),
+  agent_name: Schema.optional(Schema.String),
+  /** what the caller can do instead */
+  next: Schema.optional(Schema.Array(Schema.String))
 }) {
   override get message() {
-    return this.detail
+    return this.next === undefined || this.next.length === 0 ? this.detail : `${this.detail}. Ways forward: ${this.next.join("; ")}`
   }
 }

@@ -96,13 +96,17 @@ export const applyEvent = (state: Working | null, event: LedgerEvent): { state: 
     case "opened":
       return fail(`work item ${state.work_id} is already open`)
     case "claimed":
-      if (state.claimant !== null) return fail(`work item ${state.work_id} is already claimed by ${state.claimant}; it must be released first`)
+      if (state.claimant !== null) {
+        return { refusal: new InvalidTransition({ detail: `work item ${state.work_id} is already claimed by ${state.claimant}; it must be released first`, claimant: state.claimant }) }
+      }
       state.claimant = event.actor
       addWorker(state, event.actor)
       break
     case "released":
       if (state.claimant === null) return fail(`work item ${state.work_id} is not claimed`)
-      if (state.claimant !== event.actor) return fail(`work item ${state.work_id} is claimed by ${state.claimant}; only the claimant releases it`)
+      if (state.claimant !== event.actor) {
+        return { refusal: new InvalidTransition({ detail: `work item ${state.work_id} is claimed by ${state.claimant}; only the claimant releases it`, claimant: state.claimant }) }
+      }
       state.claimant = null
       break
     case "asserted": {

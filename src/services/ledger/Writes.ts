@@ -48,6 +48,29 @@ export const makeWrites = (deps: {
     })
 
   /**
+   * A refusal because another connection holds the item, told as an agent would act on it: the holder by
+   * name, and the ways forward — ask it, wait on it, or take the item over once it is gone.
+   */
+  const claimedElsewhere = (caller: Caller, workId: string, refusal: InvalidTransition) =>
+    Effect.gen(function*() {
+      const claimant = refusal.claimant
+      if (claimant === undefined) return yield* refusal
+      const info = Option.filter(yield* auth.get(claimant), (c) => c.user_id === caller.userId)
+      const name = Option.isSome(info) ? info.value.name : claimant.slice(0, 8)
+      const holder = `${name} (${claimant.slice(0, 8)})`
+      return yield* new InvalidTransition({
+        detail: refusal.detail.replace(claimant, holder),
+        claimant,
+        agent_name: name,
+        next: [
+          `ask it: sophia.coordination_post({ channel: "arc:${workId}", kind: "question", to: "${name}", body: "…" })`,
+          `wait for it: sophia.declare_wait({ on: "${name}", predicate: { type: "post_exists", channel: "arc:${workId}", kind: "closeout" }, reason: "…" })`,
+          `take it over once ${name} is revoked or silent for ${silentAfterS} s (sophia.wait_graph lists it under orphaned): append { type: "claimed" } then`
+        ]
+      })
+    })
+
+  /**
    * `sophia.ledger_append`: an agent's events, all `asserted`, all or none. The limits (count, value
    * size) are the input Schema's; the rule below is the ledger's own.
    */
@@ -60,7 +83,9 @@ export const makeWrites = (deps: {
     }
     const drafts = input.events.map((e) => draftOf(e, caller.connectionId))
     if (input.expected_head === null || !drafts.some((d) => d.type === "claimed")) {
-      return yield* commit(caller.userId, input.work_id, input.expected_head, drafts)
+      return yield* commit(caller.userId, input.work_id, input.expected_head, drafts).pipe(
+        Effect.catchTag("InvalidTransition", (e) => claimedElsewhere(caller, input.work_id, e))
+      )
     }
     // a claim on an item another connection holds: allowed exactly when that claimant is gone (revoked,
     // or silent), and then recorded first as the server's observation of the takeover (decided on the
@@ -68,7 +93,7 @@ export const makeWrites = (deps: {
     return yield* commit(caller.userId, input.work_id, input.expected_head, drafts, {
       fields: [CLAIM_TAKEOVER_FIELD],
       drafts: (row) => takeover(row.claimant, caller.connectionId)
-    })
+    }).pipe(Effect.catchTag("InvalidTransition", (e) => claimedElsewhere(caller, input.work_id, e)))
   }, Effect.catchTag("SqlError", "ParseError", Effect.die)))
 
   /**
