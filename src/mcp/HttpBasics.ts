@@ -107,7 +107,12 @@ export const bodyRefusal = (e: unknown, limit: number) => {
       status: 413,
       code: "payload_too_large",
       message: `request body is ${e.actual} bytes; the limit is ${limit} bytes`,
-      details: { limit, actual: e.actual, unit: "bytes" }
+      details: {
+        limit,
+        actual: e.actual,
+        unit: "bytes",
+        hint: "split the call: several smaller calls (an import as several sophia.begin_import_session calls, each under the limit), or compose them in one sophia.execute_code"
+      }
     }
   }
   if (e instanceof MalformedJson) {

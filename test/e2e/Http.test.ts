@@ -186,6 +186,8 @@ describe("HTTP transport", () => {
       })
       assert.strictEqual(oversized.status, 413)
       assert.strictEqual(JSON.parse(oversized.body).error.code, "payload_too_large")
+      // and it says how to go on: split the call
+      assert.include(JSON.parse(oversized.body).error.hint, "split the call")
       // MCP: malformed JSON and oversized bodies
       const mcpMalformed = yield* request(port, { path: "/mcp", headers: { ...mcpHeaders, ...auth }, body: "{oops" })
       assert.strictEqual(mcpMalformed.status, 400)
@@ -197,6 +199,7 @@ describe("HTTP transport", () => {
       })
       assert.strictEqual(mcpBig.status, 413)
       assert.strictEqual(JSON.parse(mcpBig.body).error.data.code, "payload_too_large")
+      assert.include(JSON.parse(mcpBig.body).error.data.hint, "sophia.begin_import_session")
       // MCP: wrong argument types and unknown tools are isError results, not JSON-RPC errors
       const client = yield* mcpClient(mcpUrl, bearer)
       const bad = yield* Effect.promise(() => client.callTool({ name: "sophia_orient", arguments: { goal: 42 } }))
