@@ -42,6 +42,15 @@ export class StoreUnavailable extends Schema.TaggedError<StoreUnavailable>()("St
   message: Schema.String
 }) {}
 
+const isPostgresUrl = (url: string) => {
+  try {
+    const u = new URL(url)
+    return u.protocol === "postgres:" || u.protocol === "postgresql:"
+  } catch {
+    return false
+  }
+}
+
 const describeCause = (error: unknown): string => {
   const cause = (error as { cause?: unknown }).cause ?? error
   const code = (cause as { code?: unknown }).code
@@ -56,6 +65,14 @@ const describeCause = (error: unknown): string => {
  */
 export const storeLayer = (choice: StoreChoice): Layer.Layer<Client.SqlClient, StoreUnavailable> => {
   if ("url" in choice) {
+    // a value that is no Postgres URL at all is said as such (the driver would report a DNS failure for "base")
+    if (!isPostgresUrl(choice.url)) {
+      return Layer.fail(new StoreUnavailable({
+        message: `--database-url (or SOPHIA_DATABASE_URL) is not a Postgres URL: expected postgres://user@host:5432/database, got ${
+          JSON.stringify(describeStore(choice) === "postgres" ? choice.url.slice(0, 80) : describeStore(choice))
+        }`
+      }))
+    }
     // the pool with every migration applied once (PgClient rides along for LISTEN/NOTIFY)
     return Layer.effectDiscard(runMigrationsOnce).pipe(
       Layer.provideMerge(pgClient({ url: choice.url })),

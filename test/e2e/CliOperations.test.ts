@@ -113,6 +113,15 @@ describe("sophia CLI: failures are one line", { timeout: 120_000 }, () => {
     assertOneLine(sophia(["connection", "list", "--database-url", "postgres://u:p@127.0.0.1:1/x", "--db", db]), "Postgres")
     assertOneLine(sophia(["--database-url", "postgres://u:p@127.0.0.1:1/x", "ledger", "verify"]), "Postgres")
     assertOneLine(sophia(["connection", "create", "--name", "a", "--profile", "full"], { SOPHIA_DATABASE_URL: "postgres://x/y" }), "Postgres")
+    // a value that is no Postgres URL at all is said as such, naming the flag (not a DNS error for "base")
+    const notUrl = sophia(["connection", "list", "--database-url", "notaurl", "--db", db])
+    assertOneLine(notUrl, "--database-url")
+    assert.include(notUrl.stderr, "is not a Postgres URL")
+    assert.notInclude(notUrl.stderr, "getaddrinfo")
+    // and a password in a wrong-scheme URL is never printed
+    const secret = sophia(["connection", "list", "--database-url", "mysql://u:hunter2@h/x", "--db", db])
+    assertOneLine(secret, "is not a Postgres URL")
+    assert.notInclude(secret.stderr, "hunter2")
   })
 })
 
