@@ -17,6 +17,8 @@ const services = files(path.join(src, "services")).filter((f) => f.endsWith(".ts
 /** The store seam: what services may know of the store beyond `SqlClient` (statements, locking, full text). */
 const seam = path.join(src, "services", "store") + path.sep
 const rel = (f: string) => path.relative(src, f)
+/** A file's code without its comments (comments may name a lock, a dialect or a span style: only code counts). */
+const codeOf = (f: string) => fs.readFileSync(f, "utf8").replace(/\/\*[\s\S]*?\*\//g, "").replace(/(^|[^:])\/\/.*$/gm, "$1")
 
 describe("the house rules", () => {
   it("no file under src/ is over 500 lines", () => {
@@ -44,8 +46,7 @@ describe("the house rules", () => {
   it("services stand on the store seam only: no layer, no driver, no connection internals, no dialect branch outside src/services/store", () => {
     const offenders: Array<string> = []
     for (const f of services.filter((f) => !f.startsWith(seam))) {
-      // (comments may name a lock or a dialect: only code counts)
-      const text = fs.readFileSync(f, "utf8").replace(/\/\*[\s\S]*?\*\//g, "").replace(/(^|[^:])\/\/.*$/gm, "$1")
+      const text = codeOf(f)
       const imports = [...text.matchAll(/from\s+["']([^"']+)["']/g)].map((m) => m[1])
       for (const spec of imports) {
         if (/(^|\/)layers\/|^better-sqlite3$|^pg$|^@effect\/sql-|^@effect\/sql\/(SqlConnection|internal)/.test(spec)) offenders.push(`${rel(f)} imports ${spec}`)
@@ -61,7 +62,7 @@ describe("the house rules", () => {
     const dispatch = path.join(src, "mcp", "Dispatch.ts")
     const offenders = sources.filter((f) => f.endsWith(".ts") && f !== spans)
       .filter((f) => {
-        const text = fs.readFileSync(f, "utf8").replace(/\/\*[\s\S]*?\*\//g, "").replace(/(^|[^:])\/\/.*$/gm, "$1")
+        const text = codeOf(f)
         return /Effect\.fn\(\s*["'`]|Effect\.withSpan\(|\.pipe\(\s*Effect\.withSpan/.test(text) || (f !== dispatch && /Effect\.useSpan\(/.test(text))
       })
       .map(rel)

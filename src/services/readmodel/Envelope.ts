@@ -25,9 +25,8 @@ export const makeEnvelope = Effect.gen(function*() {
   const version = yield* Effect.serviceOption(StoreVersion)
   // The two reads, one after the other where a statement is a few µs in process (SQLite: the store that
   // offers a version); where each is a round trip (Postgres), both at once, on two connections of the pool.
-  const both = Option.isSome(version)
-    ? (caller: Caller) => Effect.zip(coordination.unreadCount(caller), waits.flags(caller))
-    : (caller: Caller) => Effect.zip(coordination.unreadCount(caller), waits.flags(caller), { concurrent: true })
+  const concurrent = Option.isNone(version)
+  const both = (caller: Caller) => Effect.zip(coordination.unreadCount(caller), waits.flags(caller), { concurrent })
 
   const read = (caller: Caller, deliver: boolean): Effect.Effect<Read> =>
     Effect.flatMap(both(caller), ([unread, flags]): Effect.Effect<Read> =>

@@ -143,8 +143,7 @@ export const makeStatements = Effect.gen(function*() {
 
   const named = <P extends Params = {}, A = any>(name: string, build: (p: P) => Statement.Statement<A>): Named<P, A> => {
     const { text, accessors } = fixedShape(name, build)
-    const run = rowsRunner
-    return (params) => run(text, () => bind(name, accessors, params), () => build(params)) as Effect.Effect<ReadonlyArray<A>, SqlError>
+    return (params) => rowsRunner(text, () => bind(name, accessors, params), () => build(params)) as Effect.Effect<ReadonlyArray<A>, SqlError>
   }
 
   /**
