@@ -37,7 +37,9 @@ const started = Date.now()
 const next = path.join(root, `.dist-next-${process.pid}`)
 fs.rmSync(next, { recursive: true, force: true })
 
-const sources = walk(src).filter((f) => f.endsWith(".ts"))
+// the CLI (src/main.ts, src/cli/) is no part of the library: it is only bundled, below
+const cliSources = (f) => f === path.join(src, "main.ts") || f.startsWith(path.join(src, "cli") + path.sep)
+const sources = walk(src).filter((f) => f.endsWith(".ts") && !cliSources(f))
 const external = ["better-sqlite3", "isolated-vm", "esbuild"]
 
 await build({

@@ -2,7 +2,6 @@
  * What the CLI writes: no colour codes unless the stream is a terminal, and a failure as one line on
  * stderr (`sophia: <message>`, exit 1).
  */
-import { ValidationError as CliValidationError } from "@effect/cli"
 import { Cause, Effect, Option } from "effect"
 import type { Console } from "effect"
 
@@ -35,8 +34,6 @@ export const report = (cause: Cause.Cause<unknown>, debug: boolean) =>
     const failure = Cause.failureOption(cause)
     if (Option.isSome(failure)) {
       const error = failure.value
-      // @effect/cli has already printed its own usage errors (on stderr)
-      if (CliValidationError.isValidationError(error)) return
       const message = typeof error === "object" && error !== null && "message" in error ? String(error.message) : String(error)
       process.stderr.write(`sophia: ${oneLine(message)}\n`)
       return

@@ -15,6 +15,7 @@ import { waitTools } from "../mcp/tools/waits.js"
 import { Approvals } from "../services/Approvals.js"
 import { Auth } from "../services/Auth.js"
 import { Coordination } from "../services/Coordination.js"
+import { Daemons } from "../services/Daemons.js"
 import { Events } from "../services/Events.js"
 import { Knowledge } from "../services/Knowledge.js"
 import { Catalog } from "../mcp/Catalog.js"
@@ -101,7 +102,7 @@ export const WakeupFeed = Layer.scopedDiscard(Effect.gen(function*() {
 /** The store-facing services below the ledger (each provided the ones it asks). */
 /** The store-facing services below the ledger (each provided the ones it asks); `coordination` as `makeServices` says. */
 const coreServices = <E, R>(coordination: Layer.Layer<Coordination, E, R>) =>
-  Layer.mergeAll(coordination, Approvals.Default, Portal.Default).pipe(
+  Layer.mergeAll(coordination, Approvals.Default, Portal.Default, Daemons.Default).pipe(
     Layer.provideMerge(Auth.Default),
     Layer.provideMerge(Layer.merge(Events.Default, Wakeups.Default))
   )
@@ -172,12 +173,19 @@ export const SophiaTest = makeCore(TestStore)
 /** The app over the store the CLI resolved (a SQLite file or a Postgres URL); opening failures are typed. */
 export const SophiaOn = (store: StoreChoice) => makeCore(storeLayer(store))
 
+/** Where this daemon listens, recorded in the database while it serves (so `sophia portal` links to it). */
+const RecordedAddress = Layer.scopedDiscard(Effect.gen(function*() {
+  const http = yield* Http.HttpServer
+  const daemons = yield* Daemons
+  yield* daemons.record(http.baseUrl)
+}))
+
 /**
  * The served daemon: the app plus the HTTP transport; on Postgres, committed events also travel to and
  * from the other daemons on the same database (LISTEN/NOTIFY; a no-op on SQLite).
  */
 export const ServeLive = (options: { readonly store: StoreChoice } & Http.HttpConfig) =>
-  Layer.mergeAll(Http.layer(options), SweepLive, SandboxWarmUp, CrossDaemonEvents).pipe(
+  Layer.mergeAll(RecordedAddress.pipe(Layer.provideMerge(Http.layer(options))), SweepLive, SandboxWarmUp, CrossDaemonEvents).pipe(
     // the owner's portal under /portal (Http.ts hands it those paths); provided, not exported, so the
     // published type of ServeLive names no Node HTTP types (an embedder's type-check needs no @types/node)
     Layer.provide(PortalRoutesLive),

@@ -11,6 +11,7 @@ import portal from "./migrations/0008_portal.js"
 import readsByPosition from "./migrations/0009_reads_by_position.js"
 import postsSearchBatched from "./migrations/0010_posts_search_batched.js"
 import knowledgeSearchBatched from "./migrations/0011_knowledge_search_batched.js"
+import daemonAddresses from "./migrations/0012_daemon_addresses.js"
 
 /**
  * Every schema change, in order, as a static record (no file-system loader: the daemon runs from
@@ -27,7 +28,8 @@ export const migrations = {
   "0008_portal": portal,
   "0009_reads_by_position": readsByPosition,
   "0010_posts_search_batched": postsSearchBatched,
-  "0011_knowledge_search_batched": knowledgeSearchBatched
+  "0011_knowledge_search_batched": knowledgeSearchBatched,
+  "0012_daemon_addresses": daemonAddresses
 }
 
 export const runMigrations = Migrator.make({})({

@@ -3,6 +3,7 @@ import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import type { Caller } from "../domain/Auth.js"
 import { MetricsScrape, recordHttpRequest } from "../observability/Metrics.js"
+import { Daemons } from "../services/Daemons.js"
 import { Dispatcher } from "./Dispatch.js"
 import { bearerOf, hostGuard, KEEP_ALIVE_S, sendJson } from "./HttpBasics.js"
 import { makeMcpSessions } from "./McpSessions.js"
@@ -85,12 +86,13 @@ const listen = (server: http.Server, config: HttpConfig, runPromise: <A>(effect:
  * even inside an open MCP session); Host and Origin are checked against loopback names and the bound host
  * (DNS-rebinding protection).
  */
-export const layer = (config: HttpConfig): Layer.Layer<HttpServer, ListenError, Dispatcher | MetricsScrape> =>
+export const layer = (config: HttpConfig): Layer.Layer<HttpServer, ListenError, Dispatcher | MetricsScrape | Daemons> =>
   Layer.scoped(
     HttpServer,
     Effect.gen(function*() {
       const dispatcher = yield* Dispatcher
       const metrics = yield* MetricsScrape
+      const daemons = yield* Daemons
       // the owner's portal, when the app provides it: every /portal path is its own (see portal/Routes.ts)
       const portal = yield* Effect.serviceOption(PortalRoutes)
       const runtime = yield* Effect.runtime<never>()
@@ -117,7 +119,8 @@ export const layer = (config: HttpConfig): Layer.Layer<HttpServer, ListenError, 
           res.writeHead(404, { "content-type": "text/plain" })
           return res.end("Not Found")
         }
-        if (url.pathname === "/healthz") return sendJson(res, 200, { ok: true })
+        // the instance id tells `sophia portal` this is the daemon recorded for its database
+        if (url.pathname === "/healthz") return sendJson(res, 200, { ok: true, instance: daemons.instanceId })
         if (url.pathname === "/metrics" && req.method === "GET") {
           // no bearer: the Host check above keeps it to the bound interface
           const text = await runPromise(metrics.render([

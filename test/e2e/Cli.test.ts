@@ -35,8 +35,9 @@ describe("sophia CLI (real child processes)", { timeout: 180_000 }, () => {
       assert.strictEqual(renamed.status, 0, renamed.stderr)
       const again = (await (await rest(server.url, "sophia.orient", minted.bearer)).json()) as any
       assert.strictEqual(again.name, "worker-one")
-      const listed = JSON.parse(sophia(["connection", "list", "--db", db]).stdout)
-      assert.strictEqual(listed.length, 1)
+      const listed = JSON.parse(sophia(["connection", "list", "--json", "--db", db]).stdout)
+      // the agents' connections (every start mints a portal link: the portal's own row is labelled as such)
+      assert.deepStrictEqual(listed.filter((c: any) => c.profile !== "portal").map((c: any) => c.name), ["worker-one"])
       assert.notInclude(JSON.stringify(listed), minted.bearer)
       const revoked = sophia(["connection", "revoke", minted.connection_id.slice(0, 8), "--db", db])
       assert.strictEqual(revoked.status, 0, revoked.stderr)
