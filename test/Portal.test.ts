@@ -4,6 +4,8 @@ import type { Caller } from "../src/domain/Auth.js"
 import { SophiaTest } from "../src/layers/App.js"
 import * as Http from "../src/mcp/Http.js"
 import { layout, waitGraphSvg } from "../src/mcp/portal/Graph.js"
+import { newConnectionConfigs, PortalDaemon } from "../src/mcp/portal/Daemon.js"
+import { mintedBody } from "../src/mcp/portal/Pages.js"
 import { PortalRoutesLive } from "../src/mcp/portal/Routes.js"
 import { Approvals } from "../src/services/Approvals.js"
 import { Auth } from "../src/services/Auth.js"
@@ -11,6 +13,7 @@ import { Dispatcher } from "../src/mcp/Dispatch.js"
 import { Portal } from "../src/services/Portal.js"
 import { makeFleet } from "../src/services/readmodel/Fleet.js"
 import { execFile } from "node:child_process"
+import * as path from "node:path"
 import { SOPHIA, tempDb } from "./support/Cli.js"
 import { appOnFile, connect } from "./support/Fixtures.js"
 
@@ -128,8 +131,11 @@ describe("the wait graph drawing", () => {
   })
 })
 
+/** The daemon the portal says it runs in (ServeLive provides the real one): a SQLite file, this package's bin. */
+const DAEMON_DB = "/srv/sophia/graph.db"
+
 const ServeWithPortal = Http.layer({ host: "127.0.0.1", port: 0, naming: "underscore" }).pipe(
-  Layer.provideMerge(PortalRoutesLive),
+  Layer.provideMerge(PortalRoutesLive.pipe(Layer.provide(PortalDaemon.layer({ filename: DAEMON_DB }, SOPHIA)))),
   Layer.provideMerge(SophiaTest)
 )
 
@@ -149,6 +155,58 @@ const liveStream = (base: string, cookie: string) =>
       }
     }
   })
+
+/** A page's text as a reader sees it (the entities the templates escape, unescaped). */
+const unescaped = (s: string) =>
+  s.replace(/&quot;/g, "\"").replace(/&#39;/g, "'").replace(/&lt;/g, "<").replace(/&gt;/g, ">").replace(/&amp;/g, "&")
+
+describe("a new connection's client entries", () => {
+  const minted = { connection_id: "c", name: "newbie", profile: "full", bearer: "sph_test" }
+  const mcpUrl = "http://127.0.0.1:7400/mcp"
+  const entries = (store: { filename: string } | { url: string }) =>
+    Effect.map(Effect.serviceOption(PortalDaemon), (daemon) => newConnectionConfigs(daemon, mcpUrl, minted.bearer)).pipe(
+      Effect.provide(PortalDaemon.layer(store, "/opt/sophia/bin/sophia.js"))
+    )
+
+  it.effect("SQLite: the stdio entry runs this Node on the absolute bin with --db <the daemon's file, absolute>; never npx", () =>
+    Effect.gen(function*() {
+      const [http, stdio] = yield* entries({ filename: "relative/graph.db" })
+      const file = path.resolve("relative/graph.db")
+      assert.deepStrictEqual(http.json.mcpServers.sophia, { type: "http", url: mcpUrl, headers: { Authorization: "Bearer sph_test" } })
+      assert.deepStrictEqual(stdio.json.mcpServers.sophia, {
+        command: process.execPath,
+        args: ["/opt/sophia/bin/sophia.js", "stdio", "--db", file],
+        env: { SOPHIA_BEARER: "sph_test" }
+      })
+      const page = unescaped(mintedBody(minted, [http, stdio]).text)
+      assert.include(page, `${process.execPath} /opt/sophia/bin/sophia.js stdio --db ${file}`)
+      assert.include(page, `"--db",\n`)
+      assert.include(page, "claude mcp add --transport http sophia http://127.0.0.1:7400/mcp")
+      assert.notInclude(page, "npx")
+    }))
+
+  it.effect("Postgres: the stdio entry carries the URL in SOPHIA_DATABASE_URL, no --db", () =>
+    Effect.gen(function*() {
+      const url = "postgres://sophia:secret@db.internal:5432/graph"
+      const [, stdio] = yield* entries({ url })
+      assert.deepStrictEqual(stdio.json.mcpServers.sophia, {
+        command: process.execPath,
+        args: ["/opt/sophia/bin/sophia.js", "stdio"],
+        env: { SOPHIA_BEARER: "sph_test", SOPHIA_DATABASE_URL: url }
+      })
+      const page = unescaped(mintedBody(minted, yield* entries({ url })).text)
+      assert.include(page, `--env SOPHIA_DATABASE_URL=${url}`)
+      assert.include(page, `"SOPHIA_DATABASE_URL": "${url}"`)
+      assert.notInclude(page, "--db")
+      assert.notInclude(page, "npx")
+    }))
+
+  it.effect("a database in the daemon's memory, or a server composed without PortalDaemon: the HTTP entry only", () =>
+    Effect.gen(function*() {
+      assert.deepStrictEqual((yield* entries({ filename: ":memory:" })).map((c) => c.json.mcpServers.sophia.type), ["http"])
+      assert.deepStrictEqual(newConnectionConfigs(Option.none(), mcpUrl, "sph_x").map((c) => c.json.mcpServers.sophia.type), ["http"])
+    }))
+})
 
 describe("portal routes over HTTP", () => {
   const login = Effect.gen(function*() {
@@ -206,6 +264,59 @@ describe("portal routes over HTTP", () => {
       assert.isNull(Option.getOrThrow(yield* (yield* Auth).get(caller.connectionId)).revoked_at)
       assert.strictEqual(yield* post({ origin: base }, { _csrf: csrf }), 303)
       assert.isString(Option.getOrThrow(yield* (yield* Auth).get(caller.connectionId)).revoked_at)
+    }).pipe(Effect.provide(ServeWithPortal)))
+
+  it.live("Create connection shows the bearer once with client entries for this daemon: absolute bin, --db, no npx", () =>
+    Effect.gen(function*() {
+      const { base, cookie } = yield* login
+      const page = yield* get(`${base}/portal`, { cookie: `sophia_portal=${cookie}` })
+      const csrf = /name="_csrf" value="([^"]+)"/.exec(page.text)![1]
+      const created = yield* Effect.promise(async () => {
+        const r = await fetch(`${base}/portal/connections`, {
+          method: "POST",
+          redirect: "manual",
+          headers: { cookie: `sophia_portal=${cookie}`, "content-type": "application/x-www-form-urlencoded", origin: base },
+          body: new URLSearchParams({ _csrf: csrf, name: "newbie", profile: "assistant", scope: "" })
+        })
+        return { status: r.status, text: unescaped(await r.text()) }
+      })
+      assert.strictEqual(created.status, 200)
+      const bearer = /id="bearer" class="bearer">(sph_[^<]+)</.exec(created.text)![1]
+      assert.include(created.text, `claude mcp add --transport http sophia ${base}/mcp --header "Authorization: Bearer ${bearer}"`)
+      assert.include(created.text, `--env SOPHIA_BEARER=${bearer} -- ${process.execPath} ${SOPHIA} stdio --db ${DAEMON_DB}`)
+      assert.include(created.text, `"args": [\n`)
+      assert.include(created.text, `"${SOPHIA}"`)
+      assert.isTrue(path.isAbsolute(SOPHIA))
+      assert.notInclude(created.text, "npx")
+      assert.notInclude(created.text, "same db")
+    }).pipe(Effect.provide(ServeWithPortal)))
+
+  it.live("Channels opens on the latest conversation, Knowledge lists documents unasked, Waits says predicates in words", () =>
+    Effect.gen(function*() {
+      const { base, cookie } = yield* login
+      const { caller: builder } = yield* connect("builder")
+      const { caller: reviewer } = yield* connect("reviewer")
+      const dispatcher = yield* Dispatcher
+      for (const [caller, tool, args] of [
+        [reviewer, "sophia.coordination_post", { channel: "arc:build-42", kind: "status", body: "reviewing now" }],
+        [builder, "sophia.declare_wait", { on: "reviewer", predicate: { type: "post_exists", channel: "arc:build-42", kind: "decision" }, reason: "the verdict" }],
+        [builder, "sophia.add_document", { title: "Runbook", body: "how to build" }]
+      ] as const) {
+        const out = yield* dispatcher.call(caller, tool, args)
+        assert.isTrue(out.ok, JSON.stringify(out.body))
+      }
+      const page = (p: string) => Effect.map(get(`${base}${p}`, { cookie: `sophia_portal=${cookie}` }), (r) => unescaped(r.text))
+      const channels = yield* page("/portal/channels")
+      assert.include(channels, "reviewing now")
+      assert.match(channels, /arc:build-42<\/a> <span class="muted">1 post ·/)
+      assert.notInclude(channels, "1 posts")
+      const knowledge = yield* page("/portal/knowledge")
+      assert.include(knowledge, "<strong>Runbook</strong>")
+      assert.include(knowledge, "Documents (1), newest first")
+      const waits = yield* page("/portal/waits")
+      assert.include(waits, `a decision post in <code>arc:build-42</code> from <strong>reviewer</strong> <code>${reviewer.connectionId.slice(0, 8)}</code> after #1`)
+      assert.notInclude(waits.replace(/<details>[\s\S]*?<\/details>/g, ""), reviewer.connectionId)
+      assert.include(waits, `"from": "${reviewer.connectionId}"`)
     }).pipe(Effect.provide(ServeWithPortal)))
 
   it.live("a bearer opens nothing under /portal; the cookie opens no tool", () =>

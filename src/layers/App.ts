@@ -24,6 +24,7 @@ import { SandboxLive, SandboxWarmUp } from "../services/Sandbox.js"
 import { Orient } from "../services/Orient.js"
 import { ReadModel } from "../services/readmodel/ReadModel.js"
 import { Portal } from "../services/Portal.js"
+import { PortalDaemon } from "../mcp/portal/Daemon.js"
 import { PortalRoutesLive } from "../mcp/portal/Routes.js"
 import { Search, SearchIndexFeed } from "../services/Search.js"
 import { Waits } from "../services/Waits.js"
@@ -188,7 +189,8 @@ export const ServeLive = (options: { readonly store: StoreChoice } & Http.HttpCo
   Layer.mergeAll(RecordedAddress.pipe(Layer.provideMerge(Http.layer(options))), SweepLive, SandboxWarmUp, CrossDaemonEvents).pipe(
     // the owner's portal under /portal (Http.ts hands it those paths); provided, not exported, so the
     // published type of ServeLive names no Node HTTP types (an embedder's type-check needs no @types/node)
-    Layer.provide(PortalRoutesLive),
+    // (its `Create connection` prints client entries for this store and this process's bin)
+    Layer.provide(PortalRoutesLive.pipe(Layer.provide(PortalDaemon.layer(options.store)))),
     Layer.provideMerge(SophiaOn(options.store).pipe(Layer.provide(RequestLogOn)))
   )
 

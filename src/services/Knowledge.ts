@@ -13,6 +13,8 @@ import type {
 } from "../domain/Knowledge.js"
 import { Coordination } from "./Coordination.js"
 import { Events } from "./Events.js"
+import type { DocumentCursor } from "./knowledge/DocumentList.js"
+import { makeDocumentList } from "./knowledge/DocumentList.js"
 import { makeDocuments } from "./knowledge/Documents.js"
 import { makeEntities } from "./knowledge/Entities.js"
 import { makeFactQuery } from "./knowledge/FactQuery.js"
@@ -29,7 +31,8 @@ import { makeFullText } from "./store/FullText.js"
  *
  * Ownership. This service owns `entities`, `documents`, `facts`, `fact_sources`, `import_sessions`,
  * `mutations` and their full-text indexes (`documents_fts`, `facts_fts`, their `_changes` and `_progress`).
- * Parts: knowledge/Entities.ts (entities and the entity scope), Documents.ts, Facts.ts, FactQuery.ts, Journal.ts.
+ * Parts: knowledge/Entities.ts (entities and the entity scope), Documents.ts, DocumentList.ts (the listing without a
+ * search), Facts.ts, FactQuery.ts, Journal.ts.
  */
 export class Knowledge extends Effect.Service<Knowledge>()("sophia/Knowledge", {
   effect: Effect.gen(function*() {
@@ -40,6 +43,7 @@ export class Knowledge extends Effect.Service<Knowledge>()("sophia/Knowledge", {
     const entities = yield* makeEntities
     const journal = yield* makeJournal(fullText)
     const documents = yield* makeDocuments(entities, fullText)
+    const documentList = yield* makeDocumentList(entities)
     const facts = yield* makeFacts(entities, documents, coordination, fullText)
     const factQuery = yield* makeFactQuery(entities)
 
@@ -158,6 +162,14 @@ export class Knowledge extends Effect.Service<Knowledge>()("sophia/Knowledge", {
       }, Effect.catchTag("SqlError", "ParseError", Effect.die))
     )
 
+    /** The caller's documents within its scope, newest first, a bounded page after a cursor (the portal's listing). */
+    const recentDocuments = spanned(
+      "Knowledge.recentDocuments",
+      Effect.fnUntraced(function*(caller: Caller, limit: number, before?: DocumentCursor) {
+        return yield* documentList.newestFirst(caller, limit, before)
+      }, Effect.catchTag("SqlError", "ParseError", Effect.die))
+    )
+
     return {
       createEntity,
       addDocument,
@@ -169,7 +181,8 @@ export class Knowledge extends Effect.Service<Knowledge>()("sophia/Knowledge", {
       searchFacts,
       query,
       mutations,
-      countDocuments
+      countDocuments,
+      recentDocuments
     } as const
   })
 }) {}

@@ -42,9 +42,7 @@ const STABLE_CODES = new Set([
   "sandbox_timeout",
   "sandbox_memory_limit",
   "sandbox_call_cap",
-  "sandbox_error",
-  "rate_limited",
-  "busy"
+  "sandbox_error"
 ])
 /** Refusals whose point is a write: the pending approval the owner decides on. */
 const REFUSALS_THAT_RECORD = new Set(["approval_required", "owner_approval_required"])

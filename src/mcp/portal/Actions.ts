@@ -7,6 +7,7 @@ import { Auth } from "../../services/Auth.js"
 import { Ledger } from "../../services/Ledger.js"
 import { Portal } from "../../services/Portal.js"
 import { Dispatcher } from "../Dispatch.js"
+import { newConnectionConfigs, PortalDaemon } from "./Daemon.js"
 import type { Html } from "./Html.js"
 import * as Pages from "./Pages.js"
 import { back, clearSessionCookie } from "./Web.js"
@@ -35,6 +36,8 @@ export const makeActions = Effect.gen(function*() {
   const auth = yield* Auth
   const approvals = yield* Approvals
   const ledger = yield* Ledger
+  // the daemon's store and bin, for the stdio entry (`ServeLive` provides them)
+  const daemon = yield* Effect.serviceOption(PortalDaemon)
 
   /** A tool call as the portal's connection: done, or the refusal's message. */
   const asPortal = (caller: Caller, name: string, args: Record<string, unknown>): Effect.Effect<void, string> =>
@@ -51,7 +54,8 @@ export const makeActions = Effect.gen(function*() {
       }))
       if (Either.isLeft(minted)) return redirectTo(back("/portal", "error", minted.left.message))
       // the bearer is shown once: rendered into this response, never into a URL
-      return { _tag: "Render", path: "/portal", extra: Pages.mintedBody(minted.right, mcpUrl), notice: `created ${minted.right.name}` } as const
+      const configs = newConnectionConfigs(daemon, mcpUrl, minted.right.bearer)
+      return { _tag: "Render", path: "/portal", extra: Pages.mintedBody(minted.right, configs), notice: `created ${minted.right.name}` } as const
     })
 
   const changeConnection = (id: string, verb: string, form: URLSearchParams) =>

@@ -1,20 +1,26 @@
 import type { Effect } from "effect"
 import type { ApprovalInfo } from "../../domain/Approvals.js"
 import type { ChannelSummary, PostRow } from "../../domain/Coordination.js"
+import { BEACON_CHANNEL } from "../../domain/Coordination.js"
 import type { DocumentHit, FactRow } from "../../domain/Knowledge.js"
 import type { LedgerDiff, LedgerStatus } from "../../domain/Ledger.js"
 import type { FleetView } from "../../domain/Portal.js"
 import type { WaitGraphResult } from "../../domain/Waits.js"
+import { WAIT_CHANNEL } from "../../domain/Waits.js"
 import type { Knowledge } from "../../services/Knowledge.js"
+import type { DocumentCursor } from "../../services/knowledge/DocumentList.js"
 import type { Ledger, VerifyReport } from "../../services/Ledger.js"
+import type { ClientConfig } from "../ClientConfigs.js"
 import { waitGraphSvg } from "./Graph.js"
 import { Html, html, json } from "./Html.js"
+import { agent, plural, predicateInWords } from "./Words.js"
 
 /** What the pages render, as the services return it. */
 type ResultOf<F extends (...args: any) => Effect.Effect<any, any, any>> = Effect.Effect.Success<ReturnType<F>>
 export type WorkListing = ResultOf<Ledger["listWork"]>[number]
 export type ChainEvent = ResultOf<Ledger["events"]>[number]
 export type Mutation = ResultOf<Knowledge["mutations"]>[number]
+export type DocumentPage = ResultOf<Knowledge["recentDocuments"]>
 
 /** The six pages of the contract, in nav order: [path, visible name]. */
 export const NAV = [
@@ -105,14 +111,18 @@ export const createForm = (csrf: string) =>
 <label for="cc-scope">Scope (entity ids, comma-separated; empty = all)</label><input id="cc-scope" name="scope" autocomplete="off">
 <input type="hidden" name="_csrf" value="${csrf}"><button type="submit">Create connection</button></form></section>`
 
-export const mintedBody = (minted: { connection_id: string; name: string; profile: string; bearer: string }, mcpUrl: string) => {
-  const config = { mcpServers: { sophia: { type: "http", url: mcpUrl, headers: { Authorization: `Bearer ${minted.bearer}` } } } }
-  return html`<section class="card minted" aria-labelledby="minted-h"><h2 id="minted-h">Connection “${minted.name}” created (${minted.profile})</h2>
-<p>Its bearer is shown once, now. Store it:</p><p><code id="bearer" class="bearer">${minted.bearer}</code></p>
-<h3>Claude Code</h3><pre>claude mcp add --transport http sophia ${mcpUrl} --header "Authorization: Bearer ${minted.bearer}"</pre>
-<h3>Any Streamable HTTP client (mcpServers entry)</h3><pre>${json(config)}</pre>
-<h3>stdio clients</h3><pre>SOPHIA_BEARER=${minted.bearer} npx sophia stdio --db &lt;same db&gt;</pre></section>`
-}
+/**
+ * A new connection: its bearer, shown once, and the client entries that start this Sophia with it (absolute
+ * commands, from `ClientConfigs`), each as Claude Code's one line and as the `mcpServers` entry others take.
+ */
+export const mintedBody = (minted: { connection_id: string; name: string; profile: string; bearer: string }, configs: ReadonlyArray<ClientConfig>) =>
+  html`<section class="card minted" aria-labelledby="minted-h"><h2 id="minted-h">Connection “${minted.name}” created (${minted.profile})</h2>
+<p>Its bearer is shown once, now. Store it:</p><p><code id="bearer" class="bearer">${minted.bearer}</code></p>${
+    configs.map((c, i) =>
+      html`<section class="client-config" aria-labelledby="cfg-${i}"><h3 id="cfg-${i}">${c.title}</h3>
+<p>Claude Code:</p><pre>${c.command}</pre><p>Any other MCP client (<code>mcpServers</code> entry):</p><pre>${json(c.json)}</pre></section>`
+    )
+  }</section>`
 
 // ------------------------------------------------------------------ Approvals
 
@@ -141,22 +151,44 @@ export const approvalsBody = (csrf: string, pending: ReadonlyArray<ApprovalInfo>
 
 // ------------------------------------------------------------------ Channels
 
-export const channelsBody = (channels: ReadonlyArray<ChannelSummary>, selected: string | undefined, posts: ReadonlyArray<PostRow>) =>
-  html`<div class="split"><section aria-labelledby="ch-h"><h2 id="ch-h">Channels</h2><ul class="list">${
+/**
+ * The channel a Channels page opens on when none is asked: the most recently active conversation — open,
+ * and neither the heartbeats' nor the waits' (the Waits page shows those) — else the most recent of any
+ * (`channels` come most recent first).
+ */
+export const openingChannel = (channels: ReadonlyArray<ChannelSummary>): string | undefined =>
+  (channels.find((c) => !c.archived && c.channel !== BEACON_CHANNEL && c.channel !== WAIT_CHANNEL) ?? channels[0])?.channel
+
+const postItem = (p: PostRow) =>
+  html`<li class="post kind-${p.kind}"><div class="meta"><span class="seq">#${p.channel_seq}</span> <span class="badge">${p.kind}</span> <strong>${p.agent_name}</strong> <code>${p.connection_short}</code> ${
+    since(p.created_at)
+  }${p.to ? html` → ${p.to_agent_name ?? p.to}` : ""}</div><div class="body">${p.body}</div></li>`
+
+/**
+ * Every channel (with its post count, archived ones marked) and one channel's conversation: the one asked
+ * for, or (`latest`) the most recently active, said as such.
+ */
+export const channelsBody = (
+  channels: ReadonlyArray<ChannelSummary>,
+  selected: string | undefined,
+  posts: ReadonlyArray<PostRow>,
+  latest = false
+) =>
+  html`<div class="split"><section aria-labelledby="ch-h"><h2 id="ch-h">Channels (${channels.length})</h2>${
+    channels.length === 0 ? html`<p class="muted">No posts yet: a channel appears with its first post.</p>` : ""
+  }<ul class="list">${
     channels.map((c) =>
       html`<li><a href="/portal/channels?channel=${encodeURIComponent(c.channel)}"${
         c.channel === selected ? new Html(" aria-current=\"true\"") : ""
-      }>${c.channel}</a> <span class="muted">${c.last_seq} posts</span>${c.archived ? html` <span class="badge archived">archived</span>` : ""}</li>`
+      }>${c.channel}</a> <span class="muted">${plural(c.last_seq, "post")} · last ${since(c.last_post_at)}</span>${
+        c.archived ? html` <span class="badge archived">archived</span>` : ""
+      }</li>`
     )
   }</ul></section>
-<section aria-labelledby="posts-h"><h2 id="posts-h">${selected ?? "Pick a channel"}</h2>${
-    selected === undefined ? "" : posts.length === 0 ? html`<p class="muted">No posts.</p>` : html`<ol class="posts">${
-      posts.map((p) =>
-        html`<li class="post kind-${p.kind}"><div class="meta"><span class="seq">#${p.channel_seq}</span> <span class="badge">${p.kind}</span> <strong>${p.agent_name}</strong> <code>${p.connection_short}</code> ${
-          since(p.created_at)
-        }${p.to ? html` → ${p.to_agent_name ?? p.to}` : ""}</div><div class="body">${p.body}</div></li>`
-      )
-    }</ol>`
+<section aria-labelledby="posts-h"><h2 id="posts-h">${selected ?? "No channel yet"}${
+    latest && selected !== undefined ? html` <span class="muted">(most recent activity)</span>` : ""
+  }</h2>${
+    selected === undefined ? "" : posts.length === 0 ? html`<p class="muted">No posts.</p>` : html`<ol class="posts">${posts.map(postItem)}</ol>`
   }</section></div>`
 
 // ------------------------------------------------------------------ Waits
@@ -169,8 +201,20 @@ const drawing = (graph: WaitGraphResult) =>
     orphanedWaits: new Map(graph.orphaned.waits.map((o) => [o.wait_id, o.why] as const))
   })
 
-export const waitsBody = (graph: WaitGraphResult) =>
-  html`<section aria-labelledby="graph-h"><h2 id="graph-h">Wait graph (${graph.edges.length} open waits)</h2>
+/** A wait's id as the portal shows it: the first 8 characters after `wait-`. */
+const waitShort = (waitId: string) => waitId.replace(/^wait-/, "").slice(0, 8)
+
+/** One open wait: who waits on whom, until what (in words; the exact JSON folded below), why, until when. */
+const waitRow = (e: WaitGraphResult["edges"][number], orphan: string | undefined, names: ReadonlyMap<string, string>) =>
+  html`<tr data-wait="${waitShort(e.wait_id)}"${orphan ? new Html(" class=\"orphan\"") : ""}><td><code>${waitShort(e.wait_id)}</code></td><td>${
+    agent(e.waiter.agent_name, e.waiter.connection_id)
+  }</td><td>${agent(e.on.agent_name, e.on.connection_id)}</td><td class="predicate"><span class="words">${predicateInWords(e, names)}</span><details><summary>exact</summary><pre>${
+    json({ wait_id: e.wait_id, predicate: e.predicate })
+  }</pre></details></td><td>${e.reason}</td><td>${since(e.expires_at)}</td><td>${orphan ?? ""}</td></tr>`
+
+/** The wait graph, its cycles and orphans, and every open wait (`names`: the connections predicates name by id). */
+export const waitsBody = (graph: WaitGraphResult, names: ReadonlyMap<string, string> = new Map()) =>
+  html`<section aria-labelledby="graph-h"><h2 id="graph-h">Wait graph (${plural(graph.edges.length, "open wait")})</h2>
 <p class="legend"><span class="key key-edge"></span> waits on <span class="key key-cycle"></span> cycle <span class="key key-orphan"></span> orphaned (awaited agent revoked or silent)</p>
 ${graph.edges.length === 0 ? html`<p class="muted">No open waits.</p>` : html`<div class="scroll graph">${new Html(drawing(graph))}</div>`}
 ${
@@ -181,19 +225,14 @@ ${
 ${
     graph.orphaned.work.length === 0 ? "" : html`<h3>Orphaned work (claimant revoked or silent)</h3><ul>${
       graph.orphaned.work.map((w) =>
-        html`<li class="orphan"><a href="/portal/ledger?work=${encodeURIComponent(w.work_id)}">${w.work_id}</a> ${w.title} · claimant <code>${
-          w.connection_id.slice(0, 8)
-        }</code> ${w.reason} since ${since(w.since)}</li>`
+        html`<li class="orphan"><a href="/portal/ledger?work=${encodeURIComponent(w.work_id)}">${w.work_id}</a> ${w.title} · claimant ${
+          agent(names.get(w.connection_id), w.connection_id)
+        } ${w.reason} since ${since(w.since)}</li>`
       )
     }</ul>`
   }
-<h3>Waits</h3><div class="scroll"><table><thead><tr><th scope="col">Waiter</th><th scope="col">Waits on</th><th scope="col">Predicate</th><th scope="col">Reason</th><th scope="col">Expires</th><th scope="col">Orphan</th></tr></thead><tbody>${
-    graph.edges.map((e) => {
-      const orphan = graph.orphaned.waits.find((o) => o.wait_id === e.wait_id)
-      return html`<tr${orphan ? new Html(" class=\"orphan\"") : ""}><td>${e.waiter.agent_name}</td><td>${e.on.agent_name}</td><td><code>${
-        JSON.stringify(e.predicate)
-      }</code></td><td>${e.reason}</td><td>${since(e.expires_at)}</td><td>${orphan ? orphan.why : ""}</td></tr>`
-    })
+<h3>Waits</h3><div class="scroll"><table><thead><tr><th scope="col">Wait</th><th scope="col">Waiter</th><th scope="col">Waits on</th><th scope="col">Until</th><th scope="col">Reason</th><th scope="col">Expires</th><th scope="col">Orphan</th></tr></thead><tbody>${
+    graph.edges.map((e) => waitRow(e, graph.orphaned.waits.find((o) => o.wait_id === e.wait_id)?.why, names))
   }</tbody></table></div></section>`
 
 // ------------------------------------------------------------------ Ledger
@@ -272,20 +311,49 @@ export const ledgerItemBody = (
 export const knowledgeSearchForm = (query: string) =>
   html`<form method="get" action="/portal/knowledge" role="search" class="grid"><label for="kq">Search documents</label><input id="kq" name="q" value="${query}"><button type="submit">Search</button></form>`
 
+/** Where the listing's next page starts, as the link carries it: `<created_at>~<document_id>`. */
+export const documentsCursorParam = (c: DocumentCursor) => `${c.created_at}~${c.document_id}`
+export const documentsCursorOf = (param: string | null): DocumentCursor | undefined => {
+  const m = param === null ? null : /^(\d{4}-\d\d-\d\dT[0-9:.]+Z)~(.{1,200})$/.exec(param)
+  return m ? { created_at: m[1], document_id: m[2] } : undefined
+}
+
+/** What the Documents section shows: the hits of a search, or (no query) a page of the newest documents. */
+export type DocumentsShown =
+  | { readonly _tag: "Search"; readonly query: string; readonly hits: ReadonlyArray<DocumentHit> }
+  | { readonly _tag: "Newest"; readonly total: number; readonly page: DocumentPage; readonly paged: boolean }
+
+const documentItem = (title: string, id: string, uri: string | null, created: string, text: string, size?: number) =>
+  html`<li><strong>${title}</strong> <code>${id}</code>${uri ? html` · ${uri}` : ""} · ${since(created)}${
+    size === undefined ? "" : html` · <span class="muted">${plural(size, "character")}</span>`
+  }<br><span class="muted">${text}</span></li>`
+
+const documentsSection = (shown: DocumentsShown) => {
+  if (shown._tag === "Search") {
+    return html`<h2 id="docs-h">Documents matching “${shown.query}”</h2>${
+      shown.hits.length === 0 ? html`<p class="muted">No document matches.</p>` : html`<ul class="list">${
+        shown.hits.map((d) => documentItem(d.title, d.document_id, d.uri, d.created_at, d.snippet))
+      }</ul>`
+    }<p><a href="/portal/knowledge">All documents, newest first</a></p>`
+  }
+  const { items, next } = shown.page
+  return html`<h2 id="docs-h">Documents (${shown.total}), newest first</h2>${
+    items.length === 0 ? html`<p class="muted">${shown.paged ? "No older documents." : "No documents yet."}</p>` : html`<ul class="list">${
+      items.map((d) => documentItem(d.title, d.document_id, d.uri, d.created_at, `${d.excerpt}${d.body_chars > d.excerpt.length ? "…" : ""}`, d.body_chars))
+    }</ul>`
+  }<p class="pager">${shown.paged ? html`<a href="/portal/knowledge">Newest documents</a> ` : ""}${
+    next === null ? "" : html`<a href="/portal/knowledge?before=${encodeURIComponent(documentsCursorParam(next))}" rel="next">Older documents</a>`
+  }</p>`
+}
+
 export const knowledgeBody = (
   csrf: string,
-  query: string,
-  documents: ReadonlyArray<DocumentHit>,
+  documents: DocumentsShown,
   facts: ReadonlyArray<FactRow>,
   journal: ReadonlyArray<Mutation>,
   names: ReadonlyMap<string, string>
 ) =>
-  html`<section aria-labelledby="docs-h"><h2 id="docs-h">Documents</h2>
-${
-    query === "" ? html`<p class="muted">Search to list documents.</p>` : documents.length === 0 ? html`<p class="muted">No document matches.</p>` : html`<ul class="list">${
-      documents.map((d) => html`<li><strong>${d.title}</strong> <code>${d.document_id}</code>${d.uri ? html` · ${d.uri}` : ""}<br><span class="muted">${d.snippet}</span></li>`)
-    }</ul>`
-  }</section>
+  html`<section aria-labelledby="docs-h">${documentsSection(documents)}</section>
 <section aria-labelledby="facts-h"><h2 id="facts-h">Facts (${facts.length})</h2><div class="scroll"><table><thead><tr><th scope="col">Subject</th><th scope="col">Predicate</th><th scope="col">Object</th><th scope="col">Origin</th><th scope="col">Sources</th></tr></thead><tbody>${
     facts.map((f) =>
       html`<tr><td>${f.subject}</td><td>${f.predicate}</td><td>${f.object}</td><td>${f.origin}</td><td>${

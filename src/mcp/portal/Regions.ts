@@ -15,6 +15,7 @@ import { formatParseError } from "../ParseIssues.js"
 import type { Html } from "./Html.js"
 import { html } from "./Html.js"
 import * as Pages from "./Pages.js"
+import { uuidsIn } from "./Words.js"
 
 /** What a page's live region is rendered from: the session's frame, the portal's caller, the query string. */
 export interface RegionInput {
@@ -44,6 +45,9 @@ export const PAGES: Readonly<Record<string, Page>> = {
   "/portal/knowledge": { name: "Knowledge", live: ["knowledge"], extra: (_csrf, query) => Pages.knowledgeSearchForm((query.get("q") ?? "").trim()) }
 }
 
+/** Documents on one page of the Knowledge listing. */
+const DOCUMENTS_PER_PAGE = 50
+
 /** A query-string value decoded as the tool's input would be (a refusal's message when it is not). */
 const decode = <A, I>(schema: Schema.Schema<A, I>, input: unknown) =>
   Schema.decodeUnknown(schema)(input).pipe(Effect.mapError((e) => new ValidationError({ detail: formatParseError(e) })))
@@ -71,21 +75,29 @@ export const makeRegions = Effect.gen(function*() {
       return Pages.approvalsBody(frame.csrf, pending, recent)
     })
 
-  /** Every channel (archived ones and heartbeats included) and, with one selected, its conversation, read without marking. */
+  /**
+   * Every channel (archived ones and heartbeats included) and one conversation, read without marking: the
+   * channel asked for, else the most recently active one (`Pages.openingChannel`).
+   */
   const channelsRegion = ({ caller, query }: RegionInput) =>
     Effect.gen(function*() {
-      const selected = query.get("channel") ?? undefined
+      const asked = query.get("channel") ?? undefined
       const everything = { peek: true, include_archived: true, include_heartbeats: true } as const
-      if (selected === undefined) {
-        const listing = yield* coordination.inbox(caller, { ...everything, limit: 1 })
-        return Pages.channelsBody(listing.channels, undefined, [])
-      }
-      const channel = yield* decode(ChannelName, selected)
+      const channel = asked === undefined
+        ? Pages.openingChannel((yield* coordination.inbox(caller, { ...everything, limit: 1 })).channels)
+        : yield* decode(ChannelName, asked)
+      if (channel === undefined) return Pages.channelsBody([], undefined, [])
       const read = yield* coordination.inbox(caller, { ...everything, channel, unread_only: false, limit: 200 })
-      return Pages.channelsBody(read.channels, channel, read.posts)
+      return Pages.channelsBody(read.channels, channel, read.posts, asked === undefined)
     })
 
-  const waitsRegion = ({ caller }: RegionInput) => Effect.map(waits.graph(caller), Pages.waitsBody)
+  /** The wait graph, with the names of the connections its predicates and orphaned claims hold by id. */
+  const waitsRegion = ({ caller }: RegionInput) =>
+    Effect.gen(function*() {
+      const graph = yield* waits.graph(caller)
+      const names = yield* auth.names([...graph.edges.flatMap((e) => uuidsIn(e.predicate)), ...graph.orphaned.work.map((w) => w.connection_id)])
+      return Pages.waitsBody(graph, names)
+    })
 
   const ledgerRegion = ({ caller, query }: RegionInput) =>
     Effect.gen(function*() {
@@ -107,14 +119,23 @@ export const makeRegions = Effect.gen(function*() {
       return Pages.ledgerItemBody(status, events, diff, names, from, to)
     })
 
+  /** Documents (a search's hits, or the newest first, a page at a time), facts, and the mutation journal. */
   const knowledgeRegion = ({ frame, caller, query }: RegionInput) =>
     Effect.gen(function*() {
       const q = (query.get("q") ?? "").trim()
-      const documents = q === "" ? [] : (yield* knowledge.search(caller, yield* decode(SearchDocumentsInput, { query: q, limit: 50 }))).items
+      const before = Pages.documentsCursorOf(query.get("before"))
+      const documents: Pages.DocumentsShown = q !== ""
+        ? { _tag: "Search", query: q, hits: (yield* knowledge.search(caller, yield* decode(SearchDocumentsInput, { query: q, limit: 50 }))).items }
+        : {
+          _tag: "Newest",
+          total: yield* knowledge.countDocuments(caller),
+          page: yield* knowledge.recentDocuments(caller, DOCUMENTS_PER_PAGE, before),
+          paged: before !== undefined
+        }
       const facts = (yield* knowledge.query(caller, { limit: 100 })).facts
       const journal = yield* knowledge.mutations(caller, 50)
       const names = yield* auth.names(journal.map((m) => m.connection_id))
-      return Pages.knowledgeBody(frame.csrf, q, documents, facts, journal, names)
+      return Pages.knowledgeBody(frame.csrf, documents, facts, journal, names)
     })
 
   const regions: Readonly<Record<string, (input: RegionInput) => Effect.Effect<Html, { readonly message: string }>>> = {
