@@ -127,3 +127,33 @@ export class AmbiguousRecipient extends Schema.TaggedError<AmbiguousRecipient>()
     return `${JSON.stringify(this.selector)} matches ${this.candidates.length} connections; use the full connection id`
   }
 }
+
+/**
+ * A per-connection cap is reached (parked long polls, parked approval polls, pending approvals,
+ * concurrent `execute_code` runs): nothing was done; the same call succeeds once the connection holds
+ * fewer. `setting` names the variable that raises the cap.
+ */
+export class RateLimited extends Schema.TaggedError<RateLimited>()("RateLimited", {
+  what: Schema.String,
+  limit: Schema.Number,
+  retry_after_s: Schema.Number,
+  setting: Schema.String,
+  hint: Schema.String
+}) {
+  override get message() {
+    return `this connection already holds ${this.limit} ${this.what} (the limit, ${this.setting}); retry in ${this.retry_after_s} s — ${this.hint}`
+  }
+}
+
+/**
+ * The store could not run the write without a conflict after retrying it (a serialization failure or a
+ * deadlock between concurrent writers): nothing was written; the same call may simply be repeated.
+ */
+export class Busy extends Schema.TaggedError<Busy>()("Busy", {
+  attempts: Schema.Number,
+  retry_after_s: Schema.Number
+}) {
+  override get message() {
+    return `the store was too contended to commit this write (${this.attempts} attempts, each rolled back: nothing was written); repeat the call in ${this.retry_after_s} s`
+  }
+}

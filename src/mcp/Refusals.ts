@@ -22,6 +22,8 @@ export type Refusal =
   | E.PayloadTooLarge
   | E.UnknownRecipient
   | E.AmbiguousRecipient
+  | E.RateLimited
+  | E.Busy
   | K.InvalidGroundingSource
   | L.HeadMoved
   | L.EvidenceDowngrade
@@ -48,6 +50,8 @@ const CODES: { readonly [K in Refusal["_tag"]]: readonly [code: string, httpStat
   PayloadTooLarge: ["payload_too_large", 413],
   UnknownRecipient: ["unknown_recipient", 400],
   AmbiguousRecipient: ["ambiguous_recipient", 400],
+  RateLimited: ["rate_limited", 429],
+  Busy: ["busy", 503],
   InvalidGroundingSource: ["invalid_grounding_source", 422],
   HeadMoved: ["head_moved", 409],
   EvidenceDowngrade: ["evidence_downgrade", 409],

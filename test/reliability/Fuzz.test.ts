@@ -42,7 +42,9 @@ const STABLE_CODES = new Set([
   "sandbox_timeout",
   "sandbox_memory_limit",
   "sandbox_call_cap",
-  "sandbox_error"
+  "sandbox_error",
+  "rate_limited",
+  "busy"
 ])
 /** Refusals whose point is a write: the pending approval the owner decides on. */
 const REFUSALS_THAT_RECORD = new Set(["approval_required", "owner_approval_required"])
