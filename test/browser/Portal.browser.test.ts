@@ -7,13 +7,14 @@ import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core"
-import { ROOT, sophia, tempDb } from "../support/Cli.js"
+import { ROOT, SOPHIA, sophia, tempDb } from "../support/Cli.js"
 import { type Daemon, startDaemon } from "../support/Daemon.js"
 
 const CHROMIUM = "/usr/bin/chromium"
 const ON_CI = process.env.CI !== undefined && process.env.CI !== "" && process.env.CI !== "false"
 const HAVE_CHROMIUM = fs.existsSync(CHROMIUM)
 const SHOTS = path.join(ROOT, "docs/screenshots")
+const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/i
 
 const suite = HAVE_CHROMIUM || ON_CI ? describe : describe.skip
 const T = 90_000
@@ -26,6 +27,7 @@ suite("the owner's portal in chromium", () => {
   let page: Page
   let firstLink: string
   const bearers: Record<string, string> = {}
+  const ids: Record<string, string> = {}
 
   const rest = async (bearer: string, tool: string, args: unknown = {}) => {
     const r = await fetch(`${daemon.baseUrl}/api/tools/${tool}`, {
@@ -38,7 +40,9 @@ suite("the owner's portal in chromium", () => {
   const mint = (name: string, profile: string) => {
     const r = sophia(["connection", "create", "--name", name, "--profile", profile, "--db", db])
     assert.strictEqual(r.status, 0, r.stderr)
-    bearers[name] = JSON.parse(r.stdout.trim().split("\n").pop()!).bearer
+    const minted = JSON.parse(r.stdout.trim().split("\n").pop()!)
+    bearers[name] = minted.bearer
+    ids[name] = minted.connection_id
     return bearers[name]
   }
   const live = (p: Page) => p.locator("#live-state[data-state=live]").waitFor({ timeout: 15_000 })
@@ -197,6 +201,14 @@ suite("the owner's portal in chromium", () => {
     await page.getByRole("button", { name: "Create connection" }).click()
     const bearer = (await page.locator("#bearer").textContent())!.trim()
     assert.match(bearer, /^sph_/)
+    // the client entries start this Sophia: this Node on the package's bin, absolute, on this database; never npx
+    const minted = (await page.locator(".minted").textContent())!
+    assert.notInclude(minted, "npx")
+    assert.include(minted, `claude mcp add --transport http sophia ${daemon.baseUrl}/mcp --header "Authorization: Bearer ${bearer}"`)
+    assert.include(minted, `--env SOPHIA_BEARER=${bearer} -- ${process.execPath} ${SOPHIA} stdio --db ${db}`)
+    const stdio = JSON.parse((await page.locator(".client-config").nth(1).locator("pre").nth(1).textContent())!)
+    assert.deepStrictEqual(stdio.mcpServers.sophia, { command: process.execPath, args: [SOPHIA, "stdio", "--db", db], env: { SOPHIA_BEARER: bearer } })
+    assert.isTrue(path.isAbsolute(SOPHIA) && path.isAbsolute(db))
     const orient = await rest(bearer, "sophia.orient")
     assert.strictEqual(orient.status, 200)
     assert.strictEqual(orient.body.name, "newbie")
@@ -228,7 +240,16 @@ suite("the owner's portal in chromium", () => {
     const labels = await svg.locator("text").allTextContents()
     assert.includeMembers(labels, ["builder", "scribe"])
     assert.strictEqual(await svg.locator("path.edge").count(), 1)
+    // the predicate in words, with the agent's name and short id; the full ids only in the folded exact form
+    const row = page.locator(`tr[data-wait="${(wait.body.wait_id as string).replace(/^wait-/, "").slice(0, 8)}"]`)
+    const words = (await row.locator(".words").innerText()).replace(/\s+/g, " ")
+    assert.strictEqual(words, `a closeout post in arc:docs from scribe ${ids.scribe.slice(0, 8)}`)
+    assert.notMatch(await page.locator("#live").innerText(), UUID)
     await shot(page, "waits")
+    const exact = row.locator("details")
+    assert.isFalse(await exact.locator("pre").isVisible())
+    await exact.getByText("exact JSON").click()
+    assert.include(await exact.locator("pre").innerText(), `"from": "${ids.scribe}"`)
   })
 
   it("a ledger item is listed, its chain shown, and Verify ledger recomputes it", async () => {
@@ -254,6 +275,48 @@ suite("the owner's portal in chromium", () => {
     await page.locator("#diff").waitFor()
     assert.include(await page.locator("#diff").textContent(), "tests")
     await shot(page, "ledger")
+  })
+
+  it("Channels opens on the latest conversation with its posts, each count in its plural", async () => {
+    for (const body of ["portal build started", "portal build green"]) {
+      const posted = await rest(bearers.builder, "sophia.coordination_post", { channel: "arc:portal-1", kind: "status", body })
+      assert.strictEqual(posted.status, 200, JSON.stringify(posted.body))
+    }
+    const once = await rest(bearers.scribe, "sophia.coordination_post", { channel: "general", kind: "status", body: "hello" })
+    assert.strictEqual(once.status, 200, JSON.stringify(once.body))
+    await page.goto(`${daemon.baseUrl}/portal/channels`)
+    await page.getByRole("heading", { name: /general \(most recent activity\)/ }).waitFor()
+    assert.include(await page.locator(".posts").innerText(), "hello")
+    const list = await page.locator("#ch-h + ul, #ch-h ~ ul").first().innerText()
+    assert.match(list, /general\s+1 post ·/)
+    assert.match(list, /arc:portal-1\s+2 posts ·/)
+    assert.notMatch(list, /\b1 posts\b/)
+    await page.getByRole("link", { name: "arc:portal-1" }).click()
+    await page.getByRole("heading", { name: "arc:portal-1", exact: true }).waitFor()
+    assert.include(await page.locator(".posts").innerText(), "portal build green")
+  })
+
+  it("Knowledge lists the documents without a search, newest first", async () => {
+    await page.goto(`${daemon.baseUrl}/portal/knowledge`)
+    const docs = page.locator("section[aria-labelledby=docs-h]")
+    await docs.getByRole("heading", { name: /Documents \(\d+\), newest first/ }).waitFor()
+    assert.include(await docs.innerText(), "Portal design notes")
+    await page.getByLabel("Search documents").fill("design")
+    await page.getByRole("button", { name: "Search" }).click()
+    await docs.getByRole("heading", { name: "Documents matching “design”" }).waitFor()
+    assert.include(await docs.innerText(), "Portal design notes")
+    await docs.getByRole("link", { name: "All documents, newest first" }).click()
+    await docs.getByRole("heading", { name: /newest first/ }).waitFor()
+  })
+
+  it("at phone width Channels, Waits and Knowledge do not overflow", async () => {
+    const phone = await owner.newPage()
+    await phone.setViewportSize({ width: 390, height: 844 })
+    for (const p of ["channels", "waits", "knowledge"]) {
+      await phone.goto(`${daemon.baseUrl}/portal/${p}`)
+      assert.isAtMost(await phone.evaluate(() => (globalThis as any).document.documentElement.scrollWidth), 391, p)
+    }
+    await phone.close()
   })
 
   it("a state-changing POST without the CSRF token, or without Origin, is refused with 403", async () => {

@@ -192,7 +192,7 @@ export const portalReadsSuite = () => {
         const waitId: string = posted.wait_id
         assert.include(text, waitId.replace(/^wait-/, "").slice(0, 8))
         // the exact form is kept, folded
-        assert.include(html, "<details><summary>exact</summary>")
+        assert.include(html, "<details><summary>exact JSON</summary>")
         assert.include(text, `"from": "${reviewer.connectionId}"`)
         assert.include(text, waitId)
         assert.notMatch(unfolded(html), UUID)

@@ -174,7 +174,7 @@ export const channelsBody = (
   posts: ReadonlyArray<PostRow>,
   latest = false
 ) =>
-  html`<div class="split"><section aria-labelledby="ch-h"><h2 id="ch-h">Channels (${channels.length})</h2>${
+  html`<div class="split"><section aria-labelledby="ch-h"><h2 id="ch-h">All channels (${channels.length})</h2>${
     channels.length === 0 ? html`<p class="muted">No posts yet: a channel appears with its first post.</p>` : ""
   }<ul class="list">${
     channels.map((c) =>
@@ -208,7 +208,7 @@ const waitShort = (waitId: string) => waitId.replace(/^wait-/, "").slice(0, 8)
 const waitRow = (e: WaitGraphResult["edges"][number], orphan: string | undefined, names: ReadonlyMap<string, string>) =>
   html`<tr data-wait="${waitShort(e.wait_id)}"${orphan ? new Html(" class=\"orphan\"") : ""}><td><code>${waitShort(e.wait_id)}</code></td><td>${
     agent(e.waiter.agent_name, e.waiter.connection_id)
-  }</td><td>${agent(e.on.agent_name, e.on.connection_id)}</td><td class="predicate"><span class="words">${predicateInWords(e, names)}</span><details><summary>exact</summary><pre>${
+  }</td><td>${agent(e.on.agent_name, e.on.connection_id)}</td><td class="predicate"><span class="words">${predicateInWords(e, names)}</span><details><summary>exact JSON</summary><pre>${
     json({ wait_id: e.wait_id, predicate: e.predicate })
   }</pre></details></td><td>${e.reason}</td><td>${since(e.expires_at)}</td><td>${orphan ?? ""}</td></tr>`
 
@@ -339,7 +339,7 @@ const documentsSection = (shown: DocumentsShown) => {
   const { items, next } = shown.page
   return html`<h2 id="docs-h">Documents (${shown.total}), newest first</h2>${
     items.length === 0 ? html`<p class="muted">${shown.paged ? "No older documents." : "No documents yet."}</p>` : html`<ul class="list">${
-      items.map((d) => documentItem(d.title, d.document_id, d.uri, d.created_at, `${d.excerpt}${d.body_chars > d.excerpt.length ? "…" : ""}`, d.body_chars))
+      items.map((d) => documentItem(d.title, d.document_id, d.uri, d.created_at, d.body_chars > d.excerpt.length ? `${d.excerpt.trimEnd()}…` : d.excerpt, d.body_chars))
     }</ul>`
   }<p class="pager">${shown.paged ? html`<a href="/portal/knowledge">Newest documents</a> ` : ""}${
     next === null ? "" : html`<a href="/portal/knowledge?before=${encodeURIComponent(documentsCursorParam(next))}" rel="next">Older documents</a>`
