@@ -13,9 +13,10 @@
 import * as PgClient from "@effect/sql-pg/PgClient"
 import type * as Client from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Duration, Effect, Layer, Redacted } from "effect"
+import { Context, Duration, Effect, Layer, Redacted } from "effect"
 import { randomUUID } from "node:crypto"
 import Pg from "pg"
+import { retryingTransactions } from "../services/store/Conflicts.js"
 import { runMigrationsOnce } from "./Migrations.js"
 
 const INT8 = 20
@@ -48,7 +49,16 @@ export const pgClient = (config: PgStoreConfig): Layer.Layer<Client.SqlClient, S
     idleTimeout: Duration.seconds(30),
     connectTimeout: Duration.seconds(5),
     applicationName: "sophia"
-  })
+  }).pipe(
+    // a serialization failure or deadlock runs the outermost transaction again (services/store/Conflicts.ts);
+    // `withTransaction` is an own property of the client, read at each call (as layers/sqlite/Internals.ts (2))
+    Layer.tap((context) =>
+      Effect.sync(() => {
+        const client = Context.get(context, PgClient.PgClient)
+        Object.assign(client, { withTransaction: retryingTransactions(client.withTransaction) })
+      })
+    )
+  )
 
 /** The store every service runs on, over Postgres: the pool with every migration applied (once). */
 export const PgLive = (url: Redacted.Redacted | string, options: { readonly maxConnections?: number } = {}): Layer.Layer<Client.SqlClient> =>

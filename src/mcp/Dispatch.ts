@@ -1,7 +1,7 @@
 import { Cause, Effect, FiberRef, LogLevel, Option, ParseResult, Schema } from "effect"
 import type { Tracer } from "effect"
 import type { Caller } from "../domain/Auth.js"
-import { NotFound, UnknownArguments, UnknownFields, ValidationError } from "../domain/Errors.js"
+import { Busy, NotFound, UnknownArguments, UnknownFields, ValidationError } from "../domain/Errors.js"
 import type { ProjectionArgs } from "../domain/Projection.js"
 import { projectRows, rowKeys, selectKeys } from "../domain/Projection.js"
 import { ARGUMENTS_MAX_DEPTH, checkArguments, formatJsonIssue, JSON_MAX_DEPTH } from "../domain/Json.js"
@@ -11,6 +11,7 @@ import { recordToolCall, RequestLog } from "../observability/Metrics.js"
 import { Approvals } from "../services/Approvals.js"
 import { Auth } from "../services/Auth.js"
 import { Coordination } from "../services/Coordination.js"
+import { DEFAULT_CONFLICT_RETRY, isWriteConflict } from "../services/store/Conflicts.js"
 import { Envelope } from "./Envelope.js"
 import { formatParseError } from "./ParseIssues.js"
 import type { Refusal, RefusalBody } from "./Refusals.js"
@@ -124,6 +125,15 @@ const outcomeOf = (cause: Cause.Cause<Refusal>): Effect.Effect<CallOutcome> => {
   }
   const defect = Cause.dieOption(cause)
   if (Option.isSome(defect)) {
+    // a write the store rolled back on a conflict, every retry too (services/store/Conflicts.ts): say so
+    if (isWriteConflict(defect.value)) {
+      const busy = new Busy({ attempts: DEFAULT_CONFLICT_RETRY.attempts, retry_after_s: 1 })
+      return Effect.as(Effect.logWarning("tool call rolled back on a write conflict", Cause.die(defect.value)), {
+        ok: false,
+        refusal: busy,
+        body: { error: refusalBody(busy) }
+      } as const)
+    }
     return Effect.as(Effect.logError("tool call failed", Cause.die(defect.value)), internalError())
   }
   return Effect.failCause(cause as Cause.Cause<never>)

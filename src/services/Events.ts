@@ -76,7 +76,13 @@ export class Events extends Effect.Service<Events>()("sophia/Events", {
       Effect.gen(function*() {
         const outer = yield* FiberRef.get(pending)
         const buffer: Array<DomainEvent> = []
-        const result = yield* Effect.locally(sql.withTransaction(effect), pending, buffer)
+        // (emptied at the start of each attempt: a transaction the store runs again after a write conflict
+        // must not hand listeners the rolled-back attempt's events too)
+        const attempt = Effect.suspend(() => {
+          buffer.length = 0
+          return effect
+        })
+        const result = yield* Effect.locally(sql.withTransaction(attempt), pending, buffer)
         if (outer !== undefined) outer.push(...buffer)
         else if (buffer.length > 0) yield* PubSub.publishAll(committed, buffer)
         return result
