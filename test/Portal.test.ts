@@ -6,6 +6,7 @@ import * as Http from "../src/mcp/Http.js"
 import { layout, waitGraphSvg } from "../src/mcp/portal/Graph.js"
 import { newConnectionConfigs, PortalDaemon } from "../src/mcp/portal/Daemon.js"
 import { mintedBody } from "../src/mcp/portal/Pages.js"
+import { plural, predicateInWords, uuidsIn } from "../src/mcp/portal/Words.js"
 import { PortalRoutesLive } from "../src/mcp/portal/Routes.js"
 import { Approvals } from "../src/services/Approvals.js"
 import { Auth } from "../src/services/Auth.js"
@@ -159,6 +160,34 @@ const liveStream = (base: string, cookie: string) =>
 /** A page's text as a reader sees it (the entities the templates escape, unescaped). */
 const unescaped = (s: string) =>
   s.replace(/&quot;/g, "\"").replace(/&#39;/g, "'").replace(/&lt;/g, "<").replace(/&gt;/g, ">").replace(/&amp;/g, "&")
+
+describe("the portal's words", () => {
+  const ref = (id: string, name: string) => ({ connection_id: id, connection_short: id.slice(0, 8), agent_name: name })
+  const reviewer = "1a2b3c4d-0000-4000-8000-000000000001"
+  const builder = "5e6f7a8b-0000-4000-8000-000000000002"
+  const edge = (predicate: Record<string, unknown>) =>
+    ({ wait_id: "wait-x", waiter: ref(builder, "builder"), on: ref(reviewer, "reviewer"), predicate, reason: "r", expires_at: "2026-01-01T00:00:00.000Z" })
+  const words = (predicate: Record<string, unknown>, names = new Map<string, string>()) =>
+    predicateInWords(edge(predicate), names).text.replace(/<[^>]+>/g, "")
+
+  it("counts take their noun's plural but for one", () => {
+    assert.deepStrictEqual([0, 1, 2].map((n) => plural(n, "post")), ["0 posts", "1 post", "2 posts"])
+    assert.strictEqual(plural(1, "work item"), "1 work item")
+  })
+  it("each predicate kind in words; the awaited author by default; a kind not known here said by its fields, ids shortened", () => {
+    assert.strictEqual(words({ type: "post_exists", channel: "arc:build-42", from: reviewer, after_seq: 0 }), "a post in arc:build-42 from reviewer 1a2b3c4d")
+    assert.strictEqual(words({ type: "post_exists", channel: "c", kind: "closeout" }), "a closeout post in c from reviewer 1a2b3c4d")
+    assert.strictEqual(
+      words({ type: "post_exists", channel: "c", from: builder, after_seq: 7 }, new Map([[builder, "builder"]])),
+      "a post in c from builder 5e6f7a8b after #7"
+    )
+    assert.strictEqual(words({ type: "seq_reached", channel: "arc:build-42", seq: 40 }), "arc:build-42 reaches #40")
+    assert.strictEqual(words({ type: "lease_free", resource: "path:src/**", project: "web" }), "path:src/** is free (project web)")
+    const unknown = words({ type: "approval_decided", approval: "9c8d7e6f-0000-4000-8000-000000000003", by: reviewer })
+    assert.strictEqual(unknown, "approval_decided: approval 9c8d7e6f, by reviewer 1a2b3c4d")
+    assert.deepStrictEqual(uuidsIn({ a: [reviewer, { b: `x ${builder}` }], n: 1 }), [reviewer, builder])
+  })
+})
 
 describe("a new connection's client entries", () => {
   const minted = { connection_id: "c", name: "newbie", profile: "full", bearer: "sph_test" }

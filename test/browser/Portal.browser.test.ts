@@ -266,7 +266,7 @@ suite("the owner's portal in chromium", () => {
     await page.getByRole("button", { name: "Verify ledger" }).click()
     const verdict = page.locator("#verify-result")
     await verdict.waitFor()
-    assert.match((await verdict.textContent())!, /Ledger verified: 1 work items, 3 events/)
+    assert.match((await verdict.textContent())!, /Ledger verified: 1 work item, 3 events/)
     await page.getByRole("link", { name: "portal-1" }).click()
     await page.getByRole("heading", { name: /portal-1: Build the portal/ }).waitFor()
     assert.include(await page.locator("table.chain").textContent(), appended.body.head.slice(0, 12))

@@ -250,7 +250,7 @@ export const ledgerListBody = (items: ReadonlyArray<WorkListing>, names: Readonl
 
 export const verifyResult = (report: VerifyReport) =>
   report.first_break === null
-    ? html`<p class="notice" role="status" id="verify-result">Ledger verified: ${report.work_items} work items, ${report.events} events, every hash and state recomputed — no break.</p>`
+    ? html`<p class="notice" role="status" id="verify-result">Ledger verified: ${plural(report.work_items, "work item")}, ${plural(report.events, "event")}, every hash and state recomputed — no break.</p>`
     : html`<p class="error" role="alert" id="verify-result">Ledger broken: ${report.first_break.work_id} seq ${report.first_break.seq}: ${report.first_break.reason}</p>`
 
 export const ledgerItemBody = (
@@ -281,7 +281,7 @@ export const ledgerItemBody = (
       }`
       : "—"
   }</dd><dt>Pending reviews</dt><dd>${status.observed.pending_reviews.length}</dd></dl></div></div></section>
-<section aria-labelledby="chain-h"><h2 id="chain-h">Chain (${events.length} events)</h2><div class="scroll"><table class="chain"><thead><tr><th scope="col">Seq</th><th scope="col">Type</th><th scope="col">Data</th><th scope="col">Evidence</th><th scope="col">Actor</th><th scope="col">Parent</th><th scope="col">Hash</th></tr></thead><tbody>${
+<section aria-labelledby="chain-h"><h2 id="chain-h">Chain (${plural(events.length, "event")})</h2><div class="scroll"><table class="chain"><thead><tr><th scope="col">Seq</th><th scope="col">Type</th><th scope="col">Data</th><th scope="col">Evidence</th><th scope="col">Actor</th><th scope="col">Parent</th><th scope="col">Hash</th></tr></thead><tbody>${
     events.map((e) =>
       html`<tr><td>${e.seq}</td><td>${e.type}</td><td><code>${JSON.stringify(e.data)}</code></td><td>${evidenceBadge(e.evidence)}</td><td>${
         nameOf(e.actor)
@@ -293,7 +293,7 @@ export const ledgerItemBody = (
 <label for="diff-from">From</label><select id="diff-from" name="from">${headOptions(from ?? heads[0])}</select>
 <label for="diff-to">To</label><select id="diff-to" name="to">${headOptions(to ?? heads[heads.length - 1])}</select>
 <button type="submit">Show diff</button></form>${
-    diff === undefined ? "" : html`<div id="diff"><p>seq ${diff.from.seq} → ${diff.to.seq}: ${diff.events} events; status ${diff.status.before} → ${diff.status.after}; claimant ${
+    diff === undefined ? "" : html`<div id="diff"><p>seq ${diff.from.seq} → ${diff.to.seq}: ${plural(diff.events, "event")}; status ${diff.status.before} → ${diff.status.after}; claimant ${
       nameOf(diff.claimant.before)
     } → ${nameOf(diff.claimant.after)}</p><table><thead><tr><th scope="col">Field</th><th scope="col">Before</th><th scope="col">After</th></tr></thead><tbody>${
       diff.changes.map((c) =>
