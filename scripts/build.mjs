@@ -98,6 +98,12 @@ if (clash !== undefined) {
 }
 for (const f of workers) fs.copyFileSync(f, path.join(next, "cli", path.basename(f)))
 
+// the commit this build is made from, for `server_git_sha` in an installed package (mcp/Catalog.ts reads it
+// only from this package: a host app's checkout around node_modules is never asked)
+const head = spawnSync("git", ["rev-parse", "HEAD"], { cwd: root, encoding: "utf8" })
+const gitSha = head.status === 0 && /^[0-9a-f]{40,64}$/.test(head.stdout.trim()) ? head.stdout.trim() : null
+fs.writeFileSync(path.join(next, "build-info.json"), JSON.stringify({ git_sha: gitSha }) + "\n")
+
 const old = path.join(root, `.dist-old-${process.pid}`)
 if (fs.existsSync(dist)) fs.renameSync(dist, old)
 fs.renameSync(next, dist)

@@ -18,7 +18,7 @@ import { makeMcpServer } from "../src/mcp/McpServer.js"
 import type { Tool } from "../src/mcp/Registry.js"
 import { APPEND_ONLY, defineTool, makeRegistry, READ_ONLY, ToolRegistry } from "../src/mcp/Registry.js"
 import { slimJsonSchema, toJsonSchema } from "../src/mcp/JsonSchema.js"
-import { Catalog, gitShaOf, surfaceHash } from "../src/mcp/Catalog.js"
+import { buildShaOf, Catalog, gitShaOf, surfaceHash } from "../src/mcp/Catalog.js"
 import { connect } from "./support/Fixtures.js"
 
 type CatalogBody = {
@@ -171,14 +171,16 @@ describe("server_git_sha: reading .git without a git binary", () => {
     fs.mkdirSync(path.join(git, "refs", "heads"), { recursive: true })
     fs.writeFileSync(path.join(git, "HEAD"), "ref: refs/heads/main\n")
     fs.writeFileSync(path.join(git, "packed-refs"), `# pack-refs with: peeled\n${sha} refs/heads/main\n`)
-    const nested = path.join(repo, "src", "services")
-    fs.mkdirSync(nested, { recursive: true })
-    assert.strictEqual(gitShaOf(nested), sha)
+    assert.strictEqual(gitShaOf(repo), sha)
     const newer = "f".repeat(40)
     fs.writeFileSync(path.join(git, "refs", "heads", "main"), newer + "\n")
-    assert.strictEqual(gitShaOf(nested), newer)
+    assert.strictEqual(gitShaOf(repo), newer)
     fs.writeFileSync(path.join(git, "HEAD"), sha + "\n")
-    assert.strictEqual(gitShaOf(nested), sha)
+    assert.strictEqual(gitShaOf(repo), sha)
+    // only the folder itself is a checkout's root: a folder below it is not
+    const nested = path.join(repo, "src", "services")
+    fs.mkdirSync(nested, { recursive: true })
+    assert.isUndefined(gitShaOf(nested))
     // a linked worktree: .git is a file pointing at its gitdir, refs live in the common dir
     const wt = tmp()
     const wtGit = path.join(git, "worktrees", "wt")
@@ -187,6 +189,36 @@ describe("server_git_sha: reading .git without a git binary", () => {
     fs.writeFileSync(path.join(wtGit, "commondir"), "../..\n")
     fs.writeFileSync(path.join(wt, ".git"), `gitdir: ${wtGit}\n`)
     assert.strictEqual(gitShaOf(wt), newer)
+  })
+})
+
+describe("server_git_sha: only this package's own build", () => {
+  const hostSha = "a".repeat(40)
+  const builtSha = "b".repeat(40)
+  /** A host app (a git checkout of its own) with this package installed under its node_modules. */
+  const installedInHost = (withBuildInfo: boolean) => {
+    const host = fs.mkdtempSync(path.join(os.tmpdir(), "sophia-host-"))
+    fs.mkdirSync(path.join(host, ".git"))
+    fs.writeFileSync(path.join(host, ".git", "HEAD"), hostSha + "\n")
+    fs.writeFileSync(path.join(host, "package.json"), JSON.stringify({ name: "host-app" }))
+    const pkg = path.join(host, "node_modules", "@sophia-mcp", "server")
+    fs.mkdirSync(path.join(pkg, "dist", "mcp"), { recursive: true })
+    fs.writeFileSync(path.join(pkg, "package.json"), JSON.stringify({ name: "@sophia-mcp/server" }))
+    if (withBuildInfo) fs.writeFileSync(path.join(pkg, "dist", "build-info.json"), JSON.stringify({ git_sha: builtSha }))
+    return path.join(pkg, "dist", "mcp")
+  }
+
+  it("an installed package reports the commit its build recorded, never its host app's", () => {
+    assert.strictEqual(buildShaOf(installedInHost(true)), builtSha)
+    assert.isUndefined(buildShaOf(installedInHost(false)), "no record: unknown, not the host's commit")
+  })
+
+  it("a clone reports its own checkout's commit; the build records it in dist/build-info.json", () => {
+    const here = path.dirname(new URL(import.meta.url).pathname)
+    const head = execFileSync("git", ["rev-parse", "HEAD"], { cwd: here }).toString().trim()
+    assert.strictEqual(buildShaOf(here), head)
+    const recorded = JSON.parse(fs.readFileSync(path.join(here, "..", "dist", "build-info.json"), "utf8"))
+    assert.match(recorded.git_sha, /^[0-9a-f]{40}$/)
   })
 })
 

@@ -15,6 +15,9 @@ import { generateDeclarations } from "./SdkTypes.js"
 
 type Profile = Caller["profile"]
 
+/** The npm name of this package (its root is found by it: see `packageRootOf`). */
+const PACKAGE_NAME = "@sophia-mcp/server"
+
 /** How many hex digits of the commit `server_git_sha` shows (as in `git log --oneline`). */
 const SHORT_SHA = 8
 
@@ -27,42 +30,68 @@ const readText = (file: string): string | undefined => {
 }
 
 /**
- * The commit checked out where this code runs from: walk up from this module to the first `.git`
- * (a directory, or a worktree's `gitdir:` file), resolve HEAD through loose or packed refs.
- * No `git` binary needed; undefined outside a git checkout.
+ * The commit of a git checkout whose root is `dir` (`dir/.git`: a directory, or a worktree's `gitdir:`
+ * file), HEAD resolved through loose or packed refs. Only `dir` itself is looked at, never a folder above
+ * it: a package installed inside another repository must not report that repository's commit.
+ * No `git` binary needed; undefined when `dir` is no checkout's root.
  */
-export const gitShaOf = (start: string): string | undefined => {
-  let dir = start
-  for (;;) {
-    const dotGit = path.join(dir, ".git")
-    if (fs.existsSync(dotGit)) {
-      let gitDir = dotGit
-      if (fs.statSync(dotGit).isFile()) {
-        const m = /^gitdir:\s*(.+)\s*$/m.exec(readText(dotGit) ?? "")
-        if (!m) return undefined
-        gitDir = path.resolve(dir, m[1])
+export const gitShaOf = (dir: string): string | undefined => {
+  const dotGit = path.join(dir, ".git")
+  if (!fs.existsSync(dotGit)) return undefined
+  let gitDir = dotGit
+  if (fs.statSync(dotGit).isFile()) {
+    const m = /^gitdir:\s*(.+)\s*$/m.exec(readText(dotGit) ?? "")
+    if (!m) return undefined
+    gitDir = path.resolve(dir, m[1])
+  }
+  const commonRel = readText(path.join(gitDir, "commondir"))?.trim()
+  const commonDir = commonRel ? path.resolve(gitDir, commonRel) : gitDir
+  const head = readText(path.join(gitDir, "HEAD"))?.trim()
+  if (!head) return undefined
+  if (/^[0-9a-f]{40,64}$/.test(head)) return head
+  const ref = /^ref:\s*(\S+)$/.exec(head)?.[1]
+  if (!ref) return undefined
+  for (const base of [gitDir, commonDir]) {
+    const loose = readText(path.join(base, ref))?.trim()
+    if (loose && /^[0-9a-f]{40,64}$/.test(loose)) return loose
+  }
+  const packed = readText(path.join(commonDir, "packed-refs")) ?? ""
+  for (const line of packed.split("\n")) {
+    const [sha, name] = line.trim().split(" ")
+    if (name === ref && /^[0-9a-f]{40,64}$/.test(sha)) return sha
+  }
+  return undefined
+}
+
+/** This package's own root: the nearest folder above `start` whose package.json is this package's. */
+export const packageRootOf = (start: string): string | undefined => {
+  for (let dir = start; ; dir = path.dirname(dir)) {
+    const manifest = readText(path.join(dir, "package.json"))
+    if (manifest !== undefined) {
+      try {
+        if ((JSON.parse(manifest) as { name?: unknown }).name === PACKAGE_NAME) return dir
+      } catch {
+        // not JSON: not ours; keep looking above
       }
-      const commonRel = readText(path.join(gitDir, "commondir"))?.trim()
-      const commonDir = commonRel ? path.resolve(gitDir, commonRel) : gitDir
-      const head = readText(path.join(gitDir, "HEAD"))?.trim()
-      if (!head) return undefined
-      if (/^[0-9a-f]{40,64}$/.test(head)) return head
-      const ref = /^ref:\s*(\S+)$/.exec(head)?.[1]
-      if (!ref) return undefined
-      for (const base of [gitDir, commonDir]) {
-        const loose = readText(path.join(base, ref))?.trim()
-        if (loose && /^[0-9a-f]{40,64}$/.test(loose)) return loose
-      }
-      const packed = readText(path.join(commonDir, "packed-refs")) ?? ""
-      for (const line of packed.split("\n")) {
-        const [sha, name] = line.trim().split(" ")
-        if (name === ref && /^[0-9a-f]{40,64}$/.test(sha)) return sha
-      }
-      return undefined
     }
-    const parent = path.dirname(dir)
-    if (parent === dir) return undefined
-    dir = parent
+    if (path.dirname(dir) === dir) return undefined
+  }
+}
+
+/**
+ * The commit this code was built from, read only from this package itself: its checkout (running from a
+ * clone) or the build's record (`dist/build-info.json`, written by scripts/build.mjs; an installed package).
+ */
+export const buildShaOf = (start: string): string | undefined => {
+  const root = packageRootOf(start)
+  if (root === undefined) return undefined
+  const checkout = gitShaOf(root)
+  if (checkout !== undefined) return checkout
+  try {
+    const sha = (JSON.parse(readText(path.join(root, "dist", "build-info.json")) ?? "{}") as { git_sha?: unknown }).git_sha
+    return typeof sha === "string" && /^[0-9a-f]{40,64}$/.test(sha) ? sha : undefined
+  } catch {
+    return undefined
   }
 }
 
@@ -100,7 +129,7 @@ export class Catalog extends Effect.Service<Catalog>()("sophia/Catalog", {
   effect: Effect.gen(function*() {
     const configured = yield* Config.option(Config.string("SOPHIA_GIT_SHA"))
     const here = path.dirname(fileURLToPath(import.meta.url))
-    const fullSha = Option.getOrUndefined(configured) ?? gitShaOf(here)
+    const fullSha = Option.getOrUndefined(configured) ?? buildShaOf(here)
     const serverGitSha = fullSha ? fullSha.slice(0, SHORT_SHA) : "unknown"
 
     // a registry never changes once built; derived views are cached per registry and profile
