@@ -186,6 +186,7 @@ describe("domain events", () => {
       assert.deepStrictEqual(events.wiring(), [
         ["PostLanded", "Waits.onPostLanded", "atomic"],
         ["PostLanded", "Ledger.observePost", "isolated"],
+        ["ConnectionRevoked", "Sandbox.onConnectionRevoked", "atomic"],
         ["ConnectionRevoked", "Waits.onConnectionRevoked", "atomic"],
         ["ConnectionRevoked", "Ledger.observeRevocation", "isolated"],
         ["WaitResolved", "Ledger.observeWait", "isolated"]

@@ -27,7 +27,7 @@ export const ExecuteCodeInput = Schema.Struct({
   }),
   timeout_ms: Schema.optional(
     Schema.Int.pipe(Schema.between(1, SANDBOX_MAX_TIMEOUT_MS)).annotations({
-      description: "wall-clock deadline"
+      description: "deadline from arrival"
     })
   )
 })
@@ -41,16 +41,32 @@ export const ExecuteCodeOutput = Schema.Struct({
 })
 export type ExecuteCodeOutput = typeof ExecuteCodeOutput.Type
 
+/** Concurrent runs one connection may hold (queued or running) unless SOPHIA_SANDBOX_RUNS_PER_CONNECTION says. */
+export const SANDBOX_RUNS_PER_CONNECTION = 2
+
 /** The envelope fields every tool body carries; stripped from inner results (the outer reply carries them). */
 export const ENVELOPE_KEYS: ReadonlyArray<string> = ["_inbox_unread", "_blocking", "_wait_resolved"]
 
+/**
+ * `timeout_ms` is a deadline from the call's arrival: the wait for a free sandbox (other runs holding every
+ * child) counts; a child being started for the run does not. A call whose deadline passed while it waited is
+ * refused without starting (`started: false`).
+ */
 export class SandboxTimeout extends Schema.TaggedError<SandboxTimeout>()("SandboxTimeout", {
   timeout_ms: Schema.Number,
   sophia_calls: Schema.Int,
-  logs: Schema.Array(Schema.String)
+  logs: Schema.Array(Schema.String),
+  /** how long the call waited for a free sandbox, when it waited */
+  waited_ms: Schema.optional(Schema.Number),
+  /** false: the deadline passed while the call waited; the snippet never ran */
+  started: Schema.optional(Schema.Boolean)
 }) {
   override get message() {
-    return `the snippet did not finish within ${this.timeout_ms} ms (wall clock, host calls included); its isolate was disposed`
+    if (this.started === false) {
+      return `no sandbox was free within ${this.timeout_ms} ms: the call waited for a free sandbox (other runs held them all) and the snippet never started; nothing was done — repeat the call, or give it a longer timeout_ms`
+    }
+    const waited = this.waited_ms !== undefined && this.waited_ms > 0 ? `; ${this.waited_ms} ms of it waiting for a free sandbox` : ""
+    return `the snippet did not finish within ${this.timeout_ms} ms (wall clock, host calls included${waited}); its isolate was disposed`
   }
 }
 

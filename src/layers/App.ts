@@ -20,7 +20,7 @@ import { Events } from "../services/Events.js"
 import { Knowledge } from "../services/Knowledge.js"
 import { Catalog } from "../mcp/Catalog.js"
 import { Ledger } from "../services/Ledger.js"
-import { SandboxLive, SandboxWarmUp } from "../services/Sandbox.js"
+import { Sandbox, SandboxLive, SandboxWarmUp } from "../services/Sandbox.js"
 import { Orient } from "../services/Orient.js"
 import { ReadModel } from "../services/readmodel/ReadModel.js"
 import { Portal } from "../services/Portal.js"
@@ -51,6 +51,7 @@ export const EventWiring = Layer.effectDiscard(Effect.gen(function*() {
   const events = yield* Events
   const waits = yield* Waits
   const ledger = yield* Ledger
+  const sandbox = yield* Sandbox
   // a wait resolves with the post that satisfies it, or not at all: the post rolls back if that fails
   yield* events.subscribe({ on: "PostLanded", name: "Waits.onPostLanded", policy: "atomic", handle: waits.onPostLanded })
   // the ledger's observations are evidence about a write, never a condition of it
@@ -60,6 +61,14 @@ export const EventWiring = Layer.effectDiscard(Effect.gen(function*() {
     policy: "isolated",
     when: ledger.observesPost,
     handle: ledger.observePost
+  })
+  // first, inside the revocation: the connection's execute_code runs end, their calls in flight interrupted
+  // before the revocation commits (in memory; never fails)
+  yield* events.subscribe({
+    on: "ConnectionRevoked",
+    name: "Sandbox.onConnectionRevoked",
+    policy: "atomic",
+    handle: sandbox.onConnectionRevoked
   })
   yield* events.subscribe({
     on: "ConnectionRevoked",
@@ -100,6 +109,23 @@ export const WakeupFeed = Layer.scopedDiscard(Effect.gen(function*() {
   )
 }))
 
+/**
+ * Revocations committed anywhere reach the sandbox: another daemon's (Postgres: they arrive through
+ * `Events.deliver`) end this daemon's runs of that connection too. This daemon's own were already heard
+ * inside the revoking transaction (`EventWiring`); hearing one twice changes nothing.
+ */
+export const SandboxRevocationFeed = Layer.scopedDiscard(Effect.gen(function*() {
+  const events = yield* Events
+  const sandbox = yield* Sandbox
+  const committed = yield* events.listen
+  yield* Queue.take(committed).pipe(
+    Effect.flatMap((event) => event._tag === "ConnectionRevoked" ? sandbox.onConnectionRevoked(event) : Effect.void),
+    Effect.forever,
+    Effect.annotateLogs({ fiber: "sandbox-revocations" }),
+    Effect.forkScoped
+  )
+}))
+
 /** The store-facing services below the ledger (each provided the ones it asks). */
 /** The store-facing services below the ledger (each provided the ones it asks); `coordination` as `makeServices` says. */
 const coreServices = <E, R>(coordination: Layer.Layer<Coordination, E, R>) =>
@@ -116,7 +142,7 @@ export const makeServices = <E = never, R = never, E2 = never, R2 = never>(
   ledger: Layer.Layer<Ledger, E, R | Auth | Events | SqlClient.SqlClient> = Ledger.Default,
   coordination: Layer.Layer<Coordination, E2, R2 | Auth | Events | Wakeups | SqlClient.SqlClient> = Coordination.Default
 ) =>
-  Layer.mergeAll(EventWiring, WakeupFeed, SearchIndexFeed).pipe(
+  Layer.mergeAll(EventWiring, WakeupFeed, SearchIndexFeed, SandboxRevocationFeed).pipe(
     Layer.provideMerge(Layer.merge(Orient.Default, Search.Default)),
     // the reads that span several services (the envelope, orient's counts, the portal's fleet)
     Layer.provideMerge(ReadModel.Default),
@@ -124,7 +150,7 @@ export const makeServices = <E = never, R = never, E2 = never, R2 = never>(
     Layer.provideMerge(Layer.mergeAll(Waits.Default, Knowledge.Default, Catalog.Default).pipe(Layer.provideMerge(ledger))),
     Layer.provideMerge(coreServices(coordination)),
     // execute_code's pool: no child process until the first run (SandboxWarmUp pre-spawns in the daemon)
-    Layer.merge(SandboxLive)
+    Layer.provideMerge(SandboxLive)
   )
 
 /** Every service, over whatever store is provided. */

@@ -21,7 +21,12 @@ export const sandboxTools = Effect.gen(function*() {
       input: ExecuteCodeInput,
       output: ExecuteCodeOutput,
       // a nested execute_code is refused by the service (a snippet calling it never reaches the dispatcher)
-      handler: (input, context) => sandbox.run(input, { invoke: context.invoke, methods: camelMapping(context.toolNames) })
+      handler: (input, context) =>
+        sandbox.run(input, {
+          invoke: context.invoke,
+          methods: camelMapping(context.toolNames),
+          owner: { userId: context.caller.userId, connectionId: context.caller.connectionId }
+        })
     })
   ]
 })

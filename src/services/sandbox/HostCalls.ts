@@ -4,6 +4,7 @@ import { nearest } from "../../domain/Names.js"
 import { ENVELOPE_KEYS, EXECUTE_CODE_TOOL, InnerRefusal, SANDBOX_MAX_ARGS_BYTES } from "../../domain/Sandbox.js"
 import type { Child } from "../../sandbox/Child.js"
 import { send } from "../../sandbox/Child.js"
+import type { Watched } from "./Revocations.js"
 import type { SandboxHost } from "./Types.js"
 
 /** a method name longer than this is cut (it is only ever looked up, and named in a refusal) */
@@ -55,8 +56,11 @@ type RefusalBody = { code: string; message: string } & Record<string, unknown>
  * after the ready fibers have run, so the answers of calls that finish together travel together, and one
  * that takes long holds back no other). Nothing is sent once the run's scope closes (its calls still in
  * flight are interrupted first).
+ *
+ * `guard` (the run's watch on its connection, see Revocations.ts): each call is refused `unauthenticated`
+ * once the connection is revoked, and the calls in flight are listed there for the revocation to interrupt.
  */
-export const makeHostCalls = (child: Child, run: number, host: SandboxHost): Effect.Effect<{
+export const makeHostCalls = (child: Child, run: number, host: SandboxHost, guard?: Pick<Watched, "calls" | "isRevoked">): Effect.Effect<{
   /** Start a batch's calls, in order: the whole batch is in flight before any of its calls can answer. */
   readonly inFlight: (count: number) => void
   readonly start: (call: HostCall) => Effect.Effect<void>
@@ -107,6 +111,15 @@ export const makeHostCalls = (child: Child, run: number, host: SandboxHost): Eff
         return reply(false, error)
       }
       return Effect.gen(function*() {
+        // revoked during the run: nothing more is done as that connection
+        if (guard?.isRevoked() === true) {
+          return yield* refuse(host.methods.get(m.method) ?? `sophia.${m.method}`, {
+            code: "unauthenticated",
+            reason: "unknown_or_revoked",
+            message: "this connection was revoked while the snippet ran: the call was not made",
+            hint: "a revoked bearer never works again: ask the owner for a new connection"
+          })
+        }
         const name = host.methods.get(m.method)
         if (name === undefined) {
           const suggestions = nearest(m.method, host.methods.keys())
@@ -149,7 +162,12 @@ export const makeHostCalls = (child: Child, run: number, host: SandboxHost): Eff
       inFlight: (count: number) => {
         inFlight += count
       },
-      start: (call: HostCall) => Effect.asVoid(FiberSet.run(fibers, handle(call))),
+      start: (call: HostCall) =>
+        Effect.map(FiberSet.run(fibers, handle(call)), (fiber) => {
+          if (guard === undefined) return
+          guard.calls.add(fiber)
+          fiber.addObserver(() => guard.calls.delete(fiber))
+        }),
       stop: FiberSet.clear(fibers),
       refused
     }

@@ -6,11 +6,12 @@ import { spanned } from "../Spans.js"
 import type { SandboxPoolOptions } from "./Types.js"
 
 /**
- * The pool of warm child processes: at most `max` alive (one run each at a time), `warm` kept ready, each
- * recycled after `runsPerChild` runs or a fault. Every child is killed when the pool's scope closes.
+ * The pool of warm child processes: one run each at a time, `warm` kept ready, each recycled after
+ * `runsPerChild` runs or a fault. How many run at once (at most `max`) and in what order is decided before
+ * a run reaches the pool (./Admission.ts). Every child is killed when the pool's scope closes.
  */
 export const makePool = (options: SandboxPoolOptions): Effect.Effect<{
-  /** Run `use` on a child of the pool (waiting for a free one), then return or recycle it. */
+  /** Run `use` on an idle child (or a new one), then return or recycle it. */
   readonly withChild: <A, E>(use: (child: Child) => Effect.Effect<A, E>) => Effect.Effect<A, E>
   /** Top the idle children up to `warm`. */
   readonly refill: Effect.Effect<void>
@@ -19,7 +20,6 @@ export const makePool = (options: SandboxPoolOptions): Effect.Effect<{
   Effect.gen(function*() {
     const all = new Set<Child>()
     const idle: Array<Child> = []
-    const permits = yield* Effect.makeSemaphore(Math.max(1, options.max))
     const scope = yield* Effect.scope
     const closed = yield* Ref.make(false)
 
@@ -86,7 +86,7 @@ export const makePool = (options: SandboxPoolOptions): Effect.Effect<{
       })
 
     const withChild = <A, E>(use: (child: Child) => Effect.Effect<A, E>) =>
-      permits.withPermits(1)(Effect.acquireUseRelease(acquire, use, release))
+      Effect.acquireUseRelease(acquire, use, release)
 
     if (options.prewarm) yield* Effect.forkIn(refill, scope)
 

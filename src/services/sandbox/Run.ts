@@ -6,10 +6,14 @@ import type { Compiled } from "./Compile.js"
 import { callsOf, makeHostCalls } from "./HostCalls.js"
 import type { RunResult } from "./Outcome.js"
 import { boundedLogs, crashed, outcomeOf } from "./Outcome.js"
+import type { Watched } from "./Revocations.js"
 import type { SandboxHost, SandboxRunError } from "./Types.js"
 
 export interface RunTimes {
-  /** the snippet's deadline, from the child's acceptance */
+  /**
+   * the snippet's time, from the child's acceptance: what is left of the call's `timeout_ms` after its
+   * wait for a free place on the pool
+   */
   readonly timeoutMs: number
   /** how long the child may take to accept the run */
   readonly acceptTimeoutMs: number
@@ -36,20 +40,24 @@ const abort = (child: Child, run: number, inbox: Queue.Queue<FromChild>, graceMs
     return answer.value.t === "aborted" ? answer.value.logs : []
   })
 
-/** One run (`run`, a number unique in the pool) of a compiled snippet on `child`, its inner calls through `host`. */
+/**
+ * One run (`run`, a number unique in the pool) of a compiled snippet on `child`, its inner calls through
+ * `host`, each refused once `guard` says the connection is revoked.
+ */
 export const runOn = (
   child: Child,
   run: number,
   compiled: Compiled,
   host: SandboxHost,
-  times: RunTimes
+  times: RunTimes,
+  guard?: Pick<Watched, "calls" | "isRevoked">
 ): Effect.Effect<RunResult, SandboxRunError> =>
   Effect.scoped(Effect.gen(function*() {
     const { acceptTimeoutMs, timeoutMs } = times
     const inbox = yield* Queue.unbounded<FromChild>()
     child.sink = (m) => Queue.unsafeOffer(inbox, m)
     if (child.dead) child.sink({ t: "exit", code: null, signal: "before the run" })
-    const hostCalls = yield* makeHostCalls(child, run, host)
+    const hostCalls = yield* makeHostCalls(child, run, host, guard)
     let calls = 0
 
     send(child, { t: "run", run, js: compiled.js, methods: [...host.methods.keys()], timeoutMs })
@@ -77,9 +85,10 @@ export const runOn = (
       }
     })
 
-    // The deadline starts when the child accepts the run (its isolate is ready and the snippet starts),
-    // not when it was sent: queueing, spawning and a busy machine do not eat the snippet's time. A child
-    // that does not accept in time is hung: it is killed (the pool replaces it).
+    // The snippet's time runs from when the child accepts the run (its isolate is ready and the snippet
+    // starts), not from when it was sent: spawning a child and a busy machine do not eat it (the wait for
+    // a free place did, before: `times.timeoutMs` is what is left). A child that does not accept in time is
+    // hung: it is killed (the pool replaces it).
     const first = yield* Queue.take(inbox).pipe(
       Effect.repeat({ until: (m) => ((m.t === "accepted" || m.t === "done") && m.run === run) || m.t === "exit" }),
       Effect.timeout(Duration.millis(acceptTimeoutMs)),

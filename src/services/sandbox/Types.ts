@@ -1,5 +1,6 @@
 import type { Effect } from "effect"
-import type { PayloadTooLarge } from "../../domain/Errors.js"
+import type { PayloadTooLarge, RateLimited, Unauthenticated } from "../../domain/Errors.js"
+import type { ConnectionRevoked } from "../../domain/Events.js"
 import type { ExecuteCodeInput, ExecuteCodeOutput } from "../../domain/Sandbox.js"
 import type { InnerRefusal, SandboxCallCap, SandboxError, SandboxMemoryLimit, SandboxTimeout } from "../../domain/Sandbox.js"
 
@@ -13,15 +14,33 @@ export interface SandboxHost {
   readonly invoke: (name: string, args: unknown) => Effect.Effect<HostOutcome>
   /** camelCase method → canonical tool name, by reflection over the registry */
   readonly methods: ReadonlyMap<string, string>
+  /**
+   * whose run it is: the connection's cap, the fair queue and revocation apply to it. Absent (an embedder
+   * running its own snippets): no cap, and its runs queue as one anonymous connection.
+   */
+  readonly owner?: { readonly userId: string; readonly connectionId: string } | undefined
 }
 
-export type SandboxRunError = SandboxTimeout | SandboxMemoryLimit | SandboxCallCap | SandboxError | InnerRefusal | PayloadTooLarge
+export type SandboxRunError =
+  | SandboxTimeout
+  | SandboxMemoryLimit
+  | SandboxCallCap
+  | SandboxError
+  | InnerRefusal
+  | PayloadTooLarge
+  | RateLimited
+  | Unauthenticated
 
 export interface SandboxPoolOptions {
   /** warm child processes kept ready */
   readonly warm: number
-  /** child processes alive at most (= concurrent runs); further runs wait */
+  /**
+   * child processes alive at most (= concurrent runs); further runs wait in a fair queue, and one user
+   * holds at most max − 1 of them (when max > 1)
+   */
   readonly max: number
+  /** runs one connection may hold at once, queued or running; default SANDBOX_RUNS_PER_CONNECTION */
+  readonly runsPerConnection?: number | undefined
   /** recycle a child after this many runs */
   readonly runsPerChild: number
   /** spawn the warm children when the layer is built (else on the first run) */
@@ -47,4 +66,11 @@ export interface SandboxService {
   readonly pids: Effect.Effect<ReadonlyArray<number>>
   /** wait until `warm` children are ready (bench: cold start) */
   readonly warmUp: Effect.Effect<void>
+  /**
+   * A connection was revoked (the `ConnectionRevoked` event, wired in layers/App.ts): its runs end, their
+   * calls in flight are interrupted and every later inner call of it is refused. Never fails.
+   */
+  readonly onConnectionRevoked: (event: ConnectionRevoked) => Effect.Effect<void>
+  /** runs on children and runs waiting for one, right now (tests, diagnostics) */
+  readonly load: Effect.Effect<{ readonly running: number; readonly queued: number }>
 }
