@@ -50,7 +50,8 @@ export const predicateInWords = (edge: WaitEdge, names: ReadonlyMap<string, stri
     case "post_exists": {
       const from = str(p.from) ?? edge.on.connection_id
       const after = num(p.after_seq)
-      return html`a ${str(p.kind) ?? ""}${str(p.kind) ? " " : ""}post in <code>${channel ?? "?"}</code> from ${agent(nameOf(from), from)}${
+      const kind = str(p.kind)
+      return html`a ${kind ? `${kind} ` : ""}post in <code>${channel ?? "?"}</code> from ${agent(nameOf(from), from)}${
         after !== undefined && after > 0 ? ` after #${after}` : ""
       }`
     }
