@@ -4,6 +4,7 @@ import { Effect, Layer, Queue } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import type { Caller } from "../src/domain/Auth.js"
+import { DEFAULT_COORDINATION_LIMITS } from "../src/domain/Coordination.js"
 import type { DomainEvent } from "../src/domain/Events.js"
 import { makeCore, makeServices } from "../src/layers/App.js"
 import { sqliteClient } from "../src/layers/Sql.js"
@@ -151,7 +152,10 @@ const makeCountingCoordination = (calls: Array<string>) =>
       lastSeq: () => Effect.dieMessage("not in this fake"),
       firstPost: () => Effect.dieMessage("not in this fake"),
       postIdsOf: () => Effect.dieMessage("not in this fake"),
-      holdChannel: () => Effect.dieMessage("not in this fake")
+      holdChannel: () => Effect.dieMessage("not in this fake"),
+      // a minted connection starts where this fake says: nowhere (it keeps no table)
+      onConnectionCreated: () => Effect.void,
+      limits: DEFAULT_COORDINATION_LIMITS
     })
   )
 
@@ -184,6 +188,7 @@ describe("domain events", () => {
     Effect.gen(function*() {
       const events = yield* Events
       assert.deepStrictEqual(events.wiring(), [
+        ["ConnectionCreated", "Coordination.onConnectionCreated", "atomic"],
         ["PostLanded", "Waits.onPostLanded", "atomic"],
         ["PostLanded", "Ledger.observePost", "isolated"],
         ["ConnectionRevoked", "Sandbox.onConnectionRevoked", "atomic"],
@@ -259,6 +264,8 @@ describe("domain events", () => {
       yield* coordination.post(b, { channel: "c", kind: "status", body: "y" })
       const heard: Array<DomainEvent> = [...(yield* Queue.takeAll(queue))]
       assert.deepStrictEqual(heard.map((e) => e._tag === "PostLanded" ? `${e._tag} ${e.channel}` : e._tag), [
+        "ConnectionCreated",
+        "ConnectionCreated",
         "PostLanded waits",
         "WaitResolved",
         "PostLanded c"

@@ -20,14 +20,17 @@ const call = (caller: Caller, name: string, args: unknown) => Effect.flatMap(Dis
 const say = (caller: Caller, channel: string, body = "hello", kind: PostKind = "status") =>
   post(caller, { channel, kind, body })
 
-/** The definition of unread, as a plain anti-join over every post (what the counters must equal). */
-const referenceUnread = (caller: Caller) =>
+/**
+ * The definition of unread, as a plain anti-join over every post (what the counters must equal); `since`:
+ * the user's post count when the connection was minted caught up (its earlier posts are not unread for it).
+ */
+const referenceUnread = (caller: Caller, since = 0) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const rows = yield* sql<{ id: string }>`SELECT p.id FROM posts p
       LEFT JOIN channels ch ON ch.user_id = p.user_id AND ch.id = p.channel
       WHERE p.user_id = ${caller.userId} AND p.connection_id <> ${caller.connectionId} AND p.kind <> 'heartbeat'
-        AND ch.archived_at IS NULL
+        AND ch.archived_at IS NULL AND p.pos > ${since}
         AND NOT EXISTS (SELECT 1 FROM reads r WHERE r.user_id = p.user_id AND r.connection_id = ${caller.connectionId}
           AND r.post_id = p.id)
       ORDER BY p.pos`
@@ -505,14 +508,26 @@ const rng = (seed: number) => () => {
 
 describe("Coordination: counters stay exact", () => {
   for (const seed of [1, 7, 42, 1234, 9001]) {
-    it.effect(`after random posts, reads and archive cycles, counters and the unread view equal the anti-join (seed ${seed})`, () =>
+    it.effect(`after random posts, reads, archive cycles and connections minted along the way, counters and the unread view equal the anti-join (seed ${seed})`, () =>
       Effect.gen(function*() {
         const rand = rng(seed)
         const pick = <T>(xs: ReadonlyArray<T>): T => xs[Math.floor(rand() * xs.length)]
         const callers: Array<Caller> = []
         for (let i = 0; i < 4; i++) callers.push((yield* connect(`agent-${i}`)).caller)
+        // connections minted along the way start caught up (at the user's post count then), or with their backlog
+        const since = new Map<string, number>()
+        const joinAt = new Map([[60, "late"], [130, "backlog"], [190, "later"]])
         const channels = ["arc:a", "arc:b", "plain", "arc:c"]
         for (let step = 0; step < 250; step++) {
+          const joining = joinAt.get(step)
+          if (joining !== undefined) {
+            const posts = (yield* Effect.flatMap(Coordination, (c) => c.totals(callers[0].userId))).posts
+            const minted = yield* Effect.flatMap(Auth, (auth) =>
+              auth.createConnection({ name: joining, profile: "full", backlog: joining === "backlog" }))
+            const caller = yield* Effect.flatMap(Auth, (auth) => Effect.orDie(auth.authenticate(minted.bearer)))
+            since.set(caller.connectionId, joining === "backlog" ? 0 : posts)
+            callers.push(caller)
+          }
           const who = pick(callers)
           const r = rand()
           if (r < 0.55) {
@@ -537,7 +552,7 @@ describe("Coordination: counters stay exact", () => {
           }
           if (step % 10 === 0 || step === 249) {
             for (const c of callers) {
-              const expected = yield* referenceUnread(c)
+              const expected = yield* referenceUnread(c, since.get(c.connectionId))
               assert.strictEqual(yield* unread(c), expected.length, `step ${step}: unread count of ${c.name}`)
               const view = yield* inbox(c, { peek: true, limit: 200 })
               assert.deepStrictEqual(view.posts.map((p) => p.post_id), expected, `step ${step}: unread view of ${c.name}`)
@@ -551,7 +566,7 @@ describe("Coordination: counters stay exact", () => {
         }
         // finally every connection drains its inbox through the default view (which uses the scan marks)
         for (const c of callers) {
-          const expected = yield* referenceUnread(c)
+          const expected = yield* referenceUnread(c, since.get(c.connectionId))
           const got: Array<string> = []
           for (let i = 0; i < 100; i++) {
             const res = yield* inbox(c, { limit: 3 })
@@ -563,6 +578,95 @@ describe("Coordination: counters stay exact", () => {
         }
       }).pipe(Effect.provide(SophiaTest)))
   }
+})
+
+describe("Coordination: concurrent posts around a closeout", () => {
+  it.live("the user's visible total stays the sum of its open channels' (a post racing the archiving closeout sees it)", () =>
+    Effect.gen(function*() {
+      const writers = yield* Effect.forEach([0, 1, 2], (i) => Effect.map(connect(`writer-${i}`), (c) => c.caller))
+      const { caller: reader } = yield* connect("reader")
+      const postsOf = (w: Caller, i: number) =>
+        Effect.forEach(Array.from({ length: 12 }, (_, n) => n), (n) => {
+          const kind = n === 6 && i === 0 ? "closeout" : n % 4 === 3 ? "heartbeat" : "status"
+          return post(w, {
+            channel: n % 3 === 0 ? "arc:x" : `c${i}`,
+            kind,
+            body: `w${i} n${n}`,
+            ...(kind === "closeout" ? { closeout: { review_requested: false } } : {})
+          })
+        })
+      yield* Effect.all(writers.map(postsOf), { concurrency: "unbounded" })
+      const expected = yield* referenceUnread(reader)
+      assert.strictEqual(yield* unread(reader), expected.length)
+      assert.deepStrictEqual((yield* inbox(reader, { peek: true, limit: 200 })).posts.map((p) => p.post_id), expected)
+      for (const w of writers) assert.strictEqual(yield* unread(w), (yield* referenceUnread(w)).length, w.name)
+    }).pipe(Effect.provide(SophiaTest)))
+})
+
+describe("Coordination: connections minted while posts land", () => {
+  it.live("each starts exactly: a post done before its minting began is not unread, one begun after it ended is, and the counts equal the view", () =>
+    Effect.gen(function*() {
+      const auth = yield* Auth
+      const writers = yield* Effect.forEach([0, 1, 2, 3], (i) => Effect.map(connect(`writer-${i}`), (c) => c.caller))
+      yield* say(writers[0], "arc:x", "before anyone")
+      let tick = 0
+      const done = new Map<string, number>() // post id → tick its post returned
+      const begun = new Map<string, number>() // post id → tick its post began
+      const minted: Array<{ caller: Caller; began: number; ended: number }> = []
+      const postsOf = (w: Caller, i: number) =>
+        Effect.forEach(Array.from({ length: 16 }, (_, n) => n), (n) =>
+          Effect.gen(function*() {
+            const at = ++tick
+            const kind = n === 6 && i === 0 ? "closeout" : n % 4 === 3 ? "heartbeat" : "status"
+            const receipt = yield* post(w, {
+              channel: n % 3 === 0 ? "arc:x" : `c${i}`,
+              kind,
+              body: `w${i} n${n}`,
+              ...(kind === "closeout" ? { closeout: { review_requested: false } } : {})
+            })
+            begun.set(receipt.post_id, at)
+            done.set(receipt.post_id, ++tick)
+          }))
+      const mints = Effect.forEach(Array.from({ length: 8 }, (_, n) => n), (n) =>
+        Effect.gen(function*() {
+          yield* Effect.yieldNow()
+          const began = ++tick
+          const m = yield* auth.createConnection({ name: `joiner-${n}`, profile: "observer" })
+          const caller = yield* Effect.orDie(auth.authenticate(m.bearer))
+          minted.push({ caller, began, ended: ++tick })
+        }))
+      yield* Effect.all([...writers.map(postsOf), mints], { concurrency: "unbounded" })
+      const sql = yield* SqlClient.SqlClient
+      for (const { began, caller, ended } of minted) {
+        const start = yield* sql<{ n: number }>`SELECT start_pos AS n FROM inbox_state
+          WHERE user_id = ${caller.userId} AND connection_id = ${caller.connectionId}`.pipe(Effect.orDie)
+        const expected = yield* referenceUnread(caller, Number(start[0].n))
+        const view = yield* inbox(caller, { peek: true, limit: 200 })
+        assert.deepStrictEqual(view.posts.map((p) => p.post_id), expected, caller.name)
+        assert.strictEqual(yield* unread(caller), expected.length, caller.name)
+        assert.strictEqual(view.channels.reduce((n, c) => n + c.unread, 0), expected.length, caller.name)
+        const unreadIds = new Set(expected)
+        const every = yield* inbox(caller, { peek: true, limit: 200, include_archived: true, include_heartbeats: true })
+        for (const p of every.posts) {
+          if ((done.get(p.post_id) ?? 0) < began) assert.isFalse(unreadIds.has(p.post_id), `${caller.name}: ${p.body} was done before`)
+        }
+        for (const [id, at] of begun) {
+          const row = every.posts.find((p) => p.post_id === id)
+          if (at > ended && row !== undefined && row.kind !== "heartbeat") {
+            assert.isTrue(row.unread, `${caller.name}: ${row.body} began after its minting`)
+          }
+        }
+        // and reading drains exactly that
+        const got: Array<string> = []
+        for (let i = 0; i < 50; i++) {
+          const page = yield* inbox(caller, { limit: 4 })
+          if (page.posts.length === 0) break
+          got.push(...page.posts.map((p) => p.post_id))
+        }
+        assert.deepStrictEqual(got, expected)
+        assert.strictEqual(yield* unread(caller), 0)
+      }
+    }).pipe(Effect.provide(SophiaTest)))
 })
 
 describe("Coordination: what the read model asks (totals, unreadOf)", () => {

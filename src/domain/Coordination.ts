@@ -49,25 +49,62 @@ export const CloseoutInfo = Schema.Struct({
 })
 export type CloseoutInfo = typeof CloseoutInfo.Type
 
-/** What a caller may post (the tool's arguments; limits are checked by the service against Config). */
-export const PostInput = Schema.Struct({
-  channel: ChannelName,
-  kind: PostKind,
-  body: Schema.String,
-  references: Schema.optional(Schema.Array(Schema.String)).annotations({
-    description: "pointers at primary sources (a post is never itself a source)"
-  }),
-  payload: Schema.optional(JsonObject).annotations({
-    description: "bounded structured data (≤ 8 KiB JSON, depth ≤ 8)"
-  }),
-  to: Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200))).annotations({
-    description: "recipient: full connection id, 8-char short id, or name"
-  }),
-  closeout: Schema.optional(CloseoutInfo).annotations({ description: "required when kind is closeout" }),
-  based_on_seq: Schema.optional(Schema.Int.pipe(Schema.nonNegative())).annotations({
-    description: "the last channel_seq you had seen when composing"
+/**
+ * The limits a post and an inbox read are held to, each configurable (`SOPHIA_POST_BODY_MAX_BYTES`,
+ * `SOPHIA_POST_PAYLOAD_MAX_BYTES`, `SOPHIA_POST_PAYLOAD_MAX_DEPTH`, `SOPHIA_POST_REFERENCES_MAX`,
+ * `SOPHIA_POST_REFERENCE_MAX_CHARS`, `SOPHIA_INBOX_LIMIT_MAX`). The tools' schemas are built from the limits
+ * the service enforces (`postInputOf`, `inboxInputOf`), so what a schema advertises is what is refused.
+ */
+export interface CoordinationLimits {
+  readonly bodyBytes: number
+  readonly payloadBytes: number
+  readonly payloadDepth: number
+  readonly references: number
+  readonly referenceChars: number
+  readonly inboxLimit: number
+}
+export const DEFAULT_COORDINATION_LIMITS: CoordinationLimits = {
+  bodyBytes: 32 * 1024,
+  payloadBytes: 8 * 1024,
+  payloadDepth: 8,
+  references: 32,
+  referenceChars: 512,
+  inboxLimit: 200
+}
+
+/** A size for a description: "32 KiB" when it is whole KiB, else "N bytes". */
+export const sizeText = (bytes: number) => bytes % 1024 === 0 ? `${bytes / 1024} KiB` : `${bytes} bytes`
+
+/**
+ * What a caller may post (the tool's arguments). The sizes are the service's to refuse (`payload_too_large`,
+ * `coordination/Validation.ts`): the schema advertises them without refusing first. A body of at most N
+ * UTF-8 bytes has at most N characters, hence `maxLength`; its description says bytes.
+ */
+export const postInputOf = (limits: CoordinationLimits) =>
+  Schema.Struct({
+    channel: ChannelName,
+    kind: PostKind,
+    body: Schema.String.annotations({
+      description: `≤ ${sizeText(limits.bodyBytes)} UTF-8`,
+      jsonSchema: { maxLength: limits.bodyBytes }
+    }),
+    references: Schema.optional(
+      Schema.Array(Schema.String.annotations({ jsonSchema: { maxLength: limits.referenceChars } })).annotations({
+        jsonSchema: { maxItems: limits.references }
+      })
+    ).annotations({ description: "pointers at primary sources, never posts" }),
+    payload: Schema.optional(JsonObject).annotations({
+      description: `bounded structured data (≤ ${sizeText(limits.payloadBytes)} JSON, depth ≤ ${limits.payloadDepth})`
+    }),
+    to: Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200))).annotations({
+      description: "recipient: connection id, 8-char short id, or name"
+    }),
+    closeout: Schema.optional(CloseoutInfo).annotations({ description: "required when kind is closeout" }),
+    based_on_seq: Schema.optional(Schema.Int.pipe(Schema.nonNegative())).annotations({
+      description: "the last channel_seq you had seen when composing"
+    })
   })
-})
+export const PostInput = postInputOf(DEFAULT_COORDINATION_LIMITS)
 export type PostInput = typeof PostInput.Type
 
 /** The write receipt. */
@@ -132,26 +169,30 @@ export type ChannelSummary = typeof ChannelSummary.Type
 /** The longest an inbox read may wait for a post (`wait_s`). */
 export const INBOX_WAIT_MAX_S = 60
 
-export const InboxInput = Schema.Struct({
-  channel: Schema.optional(ChannelName).annotations({
-    description: "the conversation: the channel's posts (yours and read ones too), newest `limit`, seq order"
-  }),
-  kinds: Schema.optional(Schema.Array(PostKind)),
-  limit: Schema.optional(Schema.Int.pipe(Schema.positive())).annotations({ description: "default 50, max 200" }),
-  cursor: Schema.optional(Schema.String).annotations({ description: "from a previous reply: pages forward" }),
-  before_seq: Schema.optional(Schema.Int.pipe(Schema.positive())).annotations({
-    description: "with channel: older posts (channel_seq below this)"
-  }),
-  unread_only: Schema.optional(Schema.Boolean).annotations({
-    description: "default: true without channel, false with it"
-  }),
-  wait_s: Schema.optional(Schema.Number.pipe(Schema.between(0, INBOX_WAIT_MAX_S))).annotations({
-    description: "long poll: wait this long for a post when there is none"
-  }),
-  include_heartbeats: Schema.optional(Schema.Boolean),
-  include_archived: Schema.optional(Schema.Boolean),
-  peek: Schema.optional(Schema.Boolean).annotations({ description: "read without marking read" })
-})
+/** An inbox read's arguments; `limit`'s ceiling is the service's (`SOPHIA_INBOX_LIMIT_MAX`). */
+export const inboxInputOf = (limits: Pick<CoordinationLimits, "inboxLimit">) =>
+  Schema.Struct({
+    channel: Schema.optional(ChannelName).annotations({
+      description: "its posts (yours and read ones too), newest `limit`, seq order"
+    }),
+    kinds: Schema.optional(Schema.Array(PostKind)),
+    to_me: Schema.optional(Schema.Boolean).annotations({ description: "only posts addressed to you" }),
+    limit: Schema.optional(Schema.Int.pipe(Schema.between(1, limits.inboxLimit))).annotations({ description: "default 50" }),
+    cursor: Schema.optional(Schema.String).annotations({ description: "from a previous reply: pages forward" }),
+    before_seq: Schema.optional(Schema.Int.pipe(Schema.positive())).annotations({
+      description: "with channel: older posts (channel_seq below this)"
+    }),
+    unread_only: Schema.optional(Schema.Boolean).annotations({
+      description: "default: true without channel, false with it"
+    }),
+    wait_s: Schema.optional(Schema.Number.pipe(Schema.between(0, INBOX_WAIT_MAX_S))).annotations({
+      description: "long poll: seconds to wait for a post when there is none"
+    }),
+    include_heartbeats: Schema.optional(Schema.Boolean),
+    include_archived: Schema.optional(Schema.Boolean),
+    peek: Schema.optional(Schema.Boolean).annotations({ description: "read without marking read" })
+  })
+export const InboxInput = inboxInputOf(DEFAULT_COORDINATION_LIMITS)
 export type InboxInput = typeof InboxInput.Type
 
 export const InboxResult = Schema.Struct({

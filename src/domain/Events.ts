@@ -21,6 +21,17 @@ export class PostLanded extends Schema.TaggedClass<PostLanded>()("PostLanded", {
   archived: Schema.Boolean
 }) {}
 
+/**
+ * A connection was minted (its row written, its bearer not yet shown). `backlog`: it was asked to start with
+ * the history unread; otherwise it starts caught up (Coordination records where it starts).
+ */
+export class ConnectionCreated extends Schema.TaggedClass<ConnectionCreated>()("ConnectionCreated", {
+  user_id: Schema.String,
+  connection_id: Schema.String,
+  backlog: Schema.Boolean,
+  at: Schema.String
+}) {}
+
 /** A connection's bearer was revoked. */
 export class ConnectionRevoked extends Schema.TaggedClass<ConnectionRevoked>()("ConnectionRevoked", {
   user_id: Schema.String,
@@ -83,6 +94,7 @@ export class KnowledgeChanged extends Schema.TaggedClass<KnowledgeChanged>()("Kn
 
 export const DomainEvent = Schema.Union(
   PostLanded,
+  ConnectionCreated,
   ConnectionRevoked,
   WaitResolved,
   ApprovalRequested,

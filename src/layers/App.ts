@@ -52,6 +52,14 @@ export const EventWiring = Layer.effectDiscard(Effect.gen(function*() {
   const waits = yield* Waits
   const ledger = yield* Ledger
   const sandbox = yield* Sandbox
+  const coordination = yield* Coordination
+  // a new connection starts where Coordination records it (caught up unless minted with its backlog), or is not minted
+  yield* events.subscribe({
+    on: "ConnectionCreated",
+    name: "Coordination.onConnectionCreated",
+    policy: "atomic",
+    handle: coordination.onConnectionCreated
+  })
   // a wait resolves with the post that satisfies it, or not at all: the post rolls back if that fails
   yield* events.subscribe({ on: "PostLanded", name: "Waits.onPostLanded", policy: "atomic", handle: waits.onPostLanded })
   // the ledger's observations are evidence about a write, never a condition of it

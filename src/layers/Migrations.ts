@@ -12,6 +12,7 @@ import readsByPosition from "./migrations/0009_reads_by_position.js"
 import postsSearchBatched from "./migrations/0010_posts_search_batched.js"
 import knowledgeSearchBatched from "./migrations/0011_knowledge_search_batched.js"
 import daemonAddresses from "./migrations/0012_daemon_addresses.js"
+import inboxStart from "./migrations/0013_inbox_start.js"
 
 /**
  * Every schema change, in order, as a static record (no file-system loader: the daemon runs from
@@ -29,7 +30,8 @@ export const migrations = {
   "0009_reads_by_position": readsByPosition,
   "0010_posts_search_batched": postsSearchBatched,
   "0011_knowledge_search_batched": knowledgeSearchBatched,
-  "0012_daemon_addresses": daemonAddresses
+  "0012_daemon_addresses": daemonAddresses,
+  "0013_inbox_start": inboxStart
 }
 
 export const runMigrations = Migrator.make({})({

@@ -30,24 +30,34 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
 
     const store = yield* makeAuthStore
     const { countUsers, listRows, liveRowsOfUser, userIdByName, findClash, revokeRow, renameRow, findById } = store
-    const { ensureUser, insertConnection } = yield* makeMinting(store)
+    const { ensureUser, mint } = yield* makeMinting(store)
     const { authenticate, touch, get, connections, names } = makeLookups(store)
 
-    /** Mint a connection for a user (created if new; the owner when none is named). The bearer is returned once. */
+    /**
+     * Mint a connection for a user (created if new; the owner when none is named). The bearer is returned
+     * once. It starts caught up — the user's posts so far are not unread for it, posts after (and every post
+     * targeted at it) are — unless `backlog` is true: then the whole history is unread for it.
+     */
     const createConnection = spanned("Auth.createConnection", Effect.fnUntraced(function*(input: {
       readonly name: string
       readonly profile: Profile
       readonly user?: string | undefined
       readonly scope?: ReadonlyArray<string> | undefined
+      /** start with the history unread (default false: start caught up) */
+      readonly backlog?: boolean | undefined
     }) {
       const userName = input.user ?? OWNER
       const userId = yield* ensureUser(userName, userName === OWNER)
-      return yield* insertConnection({ userId, name: input.name, profile: input.profile, scope: input.scope ?? [] })
-    }, sql.withTransaction, Effect.catchTag("SqlError", "ParseError", Effect.die)))
+      return yield* mint(
+        { userId, name: input.name, profile: input.profile, scope: input.scope ?? [] },
+        input.backlog === true
+      )
+    }, events.transaction, Effect.catchTag("SqlError", "ParseError", Effect.die)))
 
     /**
-     * First start on an empty database: the owner user and a first `full` connection. Returns the minted
-     * connection (bearer included, to print once), or none when the database already had users.
+     * First start on an empty database: the owner user and a first `full` connection (caught up: there is
+     * no history yet). Returns the minted connection (bearer included, to print once), or none when the
+     * database already had users.
      */
     const bootstrapOwner = spanned("Auth.bootstrapOwner", Effect.fnUntraced(function*() {
       // daemons started together on an empty database: one bootstraps, the others then count its user
@@ -55,8 +65,8 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
       const [[users]] = yield* countUsers({})
       if (Number(users) > 0) return Option.none<MintedConnection>()
       const userId = yield* ensureUser(OWNER, true)
-      return Option.some(yield* insertConnection({ userId, name: "owner", profile: "full", scope: [] }))
-    }, sql.withTransaction, Effect.orDie))
+      return Option.some(yield* mint({ userId, name: "owner", profile: "full", scope: [] }, false))
+    }, events.transaction, Effect.orDie))
 
     const list = spanned("Auth.list", Effect.fnUntraced(function*(user?: string) {
       return (yield* listRows(user ?? null)).map(toInfo)

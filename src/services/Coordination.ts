@@ -1,5 +1,6 @@
 import { Effect } from "effect"
 import type { PostKind } from "../domain/Coordination.js"
+import { makeCaughtUp } from "./coordination/CaughtUp.js"
 import { makeChannelLifecycle } from "./coordination/Channels.js"
 import { makeInbox } from "./coordination/Inbox.js"
 import { makeInboxPages } from "./coordination/InboxPages.js"
@@ -17,6 +18,7 @@ import { makePostValidation } from "./coordination/Validation.js"
  * - `Posting.ts`: `post` and `beacon`, the channel's and the user's counters, `PostLanded`;
  * - `Channels.ts`: a channel held still (`holdChannel`), archived by a closeout and re-opened;
  * - `ReadMarks.ts`: what each connection consumed (its own posts, its reads), its scan marks;
+ * - `CaughtUp.ts`: where a new connection starts (caught up unless minted with its backlog);
  * - `InboxPages.ts`, `Inbox.ts`: the inbox's pages, long poll and watch; `Unread.ts`: the unread counts
  *   and the channel list;
  * - `Lookups.ts`: the small reads other services ask (`totals`, `lastSeq`, `firstPost`, `postIdsOf`);
@@ -36,13 +38,18 @@ import { makePostValidation } from "./coordination/Validation.js"
  * read that saw everything up to some position advances it; re-opening a channel lowers the global one
  * again for connections that had not read all of it. Indexes: (user_id, pos) and (user_id, channel, pos).
  *
+ * Start. A connection minted without its backlog starts caught up: `onConnectionCreated` (the subscriber of
+ * Auth's `ConnectionCreated`, inside the minting transaction) records its consumed counts and scan marks as
+ * if it had read everything committed so far, and its start position (`inbox_state.start_pos`): a post at
+ * or below it is never unread for it. Posts targeted at it all land later (see `CaughtUp.ts`).
+ *
  * Order. Each post gets the user's next position `pos` (allocated, like `channel_seq`, from a counter
  * row updated in the insert's transaction); the inbox is ordered by it, which within a channel is the
  * `channel_seq` order, and the cursor is a position.
  *
  * Events. Each post publishes `PostLanded` inside its write transaction, right after the row and its
  * channel lifecycle are written: the subscribers wired in `layers/App.ts` (a wait resolved by the post,
- * the ledger's observation of a closeout) commit or roll back with it. `post` may be called inside the
+ * the ledger's observation of a closeout) commit or roll back with it. It hears `ConnectionCreated` (above). `post` may be called inside the
  * caller's own transaction (it then runs in a savepoint).
  *
  * Search. On SQLite a post is not indexed for `sophia.search` in its own transaction: the posts that landed
@@ -62,7 +69,13 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
     const unread = yield* makeUnread
     const pages = yield* makeInboxPages
     const { beacon, post } = yield* makePosting({ validation, channels, readMarks })
-    const { inbox, watchUnread, wouldReturn } = yield* makeInbox({ inboxLimit: validation.inboxLimit, pages, readMarks, unread })
+    const { inbox, watchUnread, wouldReturn } = yield* makeInbox({
+      inboxLimit: validation.limits.inboxLimit,
+      pages,
+      readMarks,
+      unread
+    })
+    const { onConnectionCreated } = yield* makeCaughtUp
     const { firstPost, lastSeq, postIdsOf, totals } = yield* makeLookups
     const { indexPosts, searchPosts } = yield* makePostSearch
     return {
@@ -79,7 +92,10 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
       lastSeq,
       firstPost,
       postIdsOf,
-      holdChannel: channels.holdChannel
+      holdChannel: channels.holdChannel,
+      onConnectionCreated,
+      /** the limits posts and inbox reads are held to (the tools' schemas advertise them) */
+      limits: validation.limits
     } as const
   })
 }) {}

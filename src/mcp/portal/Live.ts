@@ -15,6 +15,8 @@ const liveNamesOf = (event: DomainEvent): ReadonlyArray<string> => {
       return event.channel === "waits" ? ["posts", "waits", "fleet"] : ["posts", "fleet"]
     case "WaitResolved":
       return ["waits", "fleet"]
+    case "ConnectionCreated":
+      return ["fleet"]
     case "ConnectionRevoked":
       return ["fleet", "waits"]
     case "ApprovalRequested":

@@ -2,17 +2,20 @@ import { Effect } from "effect"
 import {
   BeaconInput,
   BeaconResult,
-  InboxInput,
+  inboxInputOf,
   InboxResult,
   POST_ROW_COMPACT,
-  PostInput,
+  postInputOf,
   PostReceipt,
   PostRow
 } from "../../domain/Coordination.js"
 import { Coordination } from "../../services/Coordination.js"
 import { APPEND_ONLY, defineTool } from "../Registry.js"
 
-/** `sophia.coordination_post`, `sophia.coordination_inbox`, `sophia.beacon`: thin calls into Coordination. */
+/**
+ * `sophia.coordination_post`, `sophia.coordination_inbox`, `sophia.beacon`: thin calls into Coordination. Their
+ * schemas are built from the limits the service enforces (configurable), so they advertise exactly those.
+ */
 export const coordinationTools = Effect.gen(function*() {
   const coordination = yield* Coordination
   return [
@@ -23,7 +26,7 @@ export const coordinationTools = Effect.gen(function*() {
       description: "Post to a channel (typed kind; author = your connection). `to` targets a connection; " +
         "a closeout on an arc: channel archives it unless closeout.review_requested.",
       annotations: APPEND_ONLY,
-      input: PostInput,
+      input: postInputOf(coordination.limits),
       output: PostReceipt,
       handler: (input, { caller }) => coordination.post(caller, input)
     }),
@@ -32,10 +35,10 @@ export const coordinationTools = Effect.gen(function*() {
       group: "coordination",
       access: "read",
       description: "Without channel: your unread posts, oldest first. With channel: the conversation (mine/unread " +
-        "flagged). Marks returned posts read unless peek. wait_s: long poll for a post.",
+        "flagged). Marks returned posts read unless peek.",
       // marking read changes this connection's read state (nothing else): not read-only, but idempotent
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
-      input: InboxInput,
+      input: inboxInputOf(coordination.limits),
       output: InboxResult,
       projection: { key: "posts", row: PostRow, compact: POST_ROW_COMPACT, compactPreview: { body: 100 } },
       handler: (input, { caller }) => coordination.inbox(caller, input)

@@ -4,7 +4,9 @@ import { randomUUID } from "node:crypto"
 import type { Profile } from "../../domain/Auth.js"
 import { ConnectionName } from "../../domain/Auth.js"
 import { ValidationError } from "../../domain/Errors.js"
+import { ConnectionCreated } from "../../domain/Events.js"
 import { nowIso } from "../../domain/Time.js"
+import { Events } from "../Events.js"
 import { serialize } from "../store/Locking.js"
 import type { MintedConnection } from "./Rows.js"
 import { hashBearer, mintBearer } from "./Rows.js"
@@ -15,6 +17,7 @@ export const decodeName = Schema.decodeUnknown(ConnectionName)
 /** Finding or creating a user by name, and minting a connection for it (its bearer returned once). */
 export const makeMinting = (store: AuthStore) => Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
+  const events = yield* Events
   const { userIdByName, insertUser, findClash, insertConnectionRow } = store
 
   const ensureUser = (name: string, isOwner: boolean) =>
@@ -61,5 +64,14 @@ export const makeMinting = (store: AuthStore) => Effect.gen(function*() {
       return { connection_id: id, name, profile: input.profile, user_id: input.userId, bearer } satisfies MintedConnection
     })
 
-  return { ensureUser, insertConnection } as const
+  /**
+   * A connection minted and announced inside the minting transaction: `ConnectionCreated`'s subscribers
+   * (Coordination: where it starts reading, caught up unless `backlog`) commit or roll back with it.
+   */
+  const mint = (input: Parameters<typeof insertConnection>[0], backlog: boolean) =>
+    Effect.tap(insertConnection(input), (minted) =>
+      Effect.flatMap(nowIso, (at) =>
+        events.publish(new ConnectionCreated({ user_id: minted.user_id, connection_id: minted.connection_id, backlog, at }))))
+
+  return { ensureUser, mint } as const
 })

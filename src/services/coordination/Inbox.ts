@@ -46,6 +46,7 @@ const wouldReturn = (caller: Caller, input: InboxInput) => {
     (input.channel !== undefined ? event.channel === input.channel : input.include_archived === true || !event.archived) &&
     (kinds === undefined || kinds.has(event.kind)) &&
     (heartbeats || event.kind !== "heartbeat") &&
+    (input.to_me !== true || event.to_connection_id === caller.connectionId) &&
     (!unreadOnly || event.author !== caller.connectionId)
 }
 
@@ -93,9 +94,11 @@ export const makeInbox = ({ inboxLimit, pages, readMarks, unread }: InboxParts) 
         const mark = input.peek !== true
         const channel = input.channel
         const kinds = input.kinds !== undefined && input.kinds.length > 0 ? [...new Set(input.kinds)] : undefined
+        const toMe = input.to_me === true
 
         const useMarks = unreadOnly && !withHeartbeats
-        const advanceMarks = mark && useMarks && kinds === undefined && input.cursor === undefined
+        // a filtered read (kinds, to_me) marks what it returned, and no scan mark: what it skipped stays unread
+        const advanceMarks = mark && useMarks && kinds === undefined && !toMe && input.cursor === undefined
         const { lastPosBefore, lwm, lwmPos } = yield* pages.startOf(caller, { useMarks, advanceMarks, channel, withArchived })
 
         const after = Math.max(cursorPos, lwm, lwmPos)
@@ -110,6 +113,7 @@ export const makeInbox = ({ inboxLimit, pages, readMarks, unread }: InboxParts) 
           kinds,
           withHeartbeats,
           unreadOnly,
+          toMe,
           beforeSeq: input.before_seq
         }
         const rows = yield* pages.page(filter, limit, newest)
@@ -179,7 +183,8 @@ export const makeInbox = ({ inboxLimit, pages, readMarks, unread }: InboxParts) 
 
     /**
      * The caller's inbox. Reading marks exactly the returned posts read for this connection (unless
-     * `peek`), in the same transaction that read them. With `wait_s`, an empty read waits for a post.
+     * `peek`), in the same transaction that read them — with `to_me`, only the posts addressed to it that
+     * it returned. With `wait_s`, an empty read waits for a post.
      */
     const inbox = spanned("Coordination.inbox", (caller: Caller, input: InboxInput) => {
       const waitS = input.wait_s ?? 0

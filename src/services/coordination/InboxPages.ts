@@ -15,6 +15,9 @@ import { decodeOptionalNumber, decodePostRows } from "./Rows.js"
  * below which nothing is unread in the default view; per channel `inbox_channel_state.lwm_pos`, the same
  * within one channel). Indexes: (user_id, pos) and (user_id, channel, pos). The page is ordered by the
  * user's post position `pos`, which within a channel is the `channel_seq` order.
+ *
+ * A connection that started caught up (`CaughtUp.ts`) has a start position (`inbox_state.start_pos`): a
+ * post at or below it was never unread for it, read row or not. Every page asks it, once per statement.
  */
 
 /** What a page shows, as the inbox's input asks (`after`: the position the page starts past). */
@@ -27,6 +30,8 @@ export interface PageFilter {
   readonly kinds?: ReadonlyArray<string> | undefined
   readonly withHeartbeats: boolean
   readonly unreadOnly: boolean
+  /** only posts addressed to the reader (`to`) */
+  readonly toMe: boolean
   readonly beforeSeq?: number | undefined
 }
 
@@ -44,20 +49,32 @@ const decodeMarks = Schema.decodeUnknown(
 /** The plain unread inbox (no channel, kind, heartbeat, archive or seq asked for): most reads are it. */
 const isPlainUnread = (f: PageFilter) =>
   f.unreadOnly && f.channel === undefined && !f.withArchived && f.kinds === undefined && !f.withHeartbeats &&
-  f.beforeSeq === undefined
+  f.beforeSeq === undefined && !f.toMe
 
 export const makeInboxPages = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const { named } = yield* makeStatements
 
-  /** A page of the posts `where` selects (conditions joined by AND), with the reader's read marks joined. */
-  const postsPage = (connectionId: string, where: ReadonlyArray<Statement.Fragment>, limit: number, newest: boolean) =>
+  /** The reader's start position (0: none, every post it has not read is unread), a constant subquery. */
+  const startPosOf = (userId: string, connectionId: string) =>
+    sql`COALESCE((SELECT start_pos FROM inbox_state WHERE user_id = ${userId} AND connection_id = ${connectionId}), 0)`
+
+  /**
+   * A page of the posts `where` selects (conditions joined by AND), with the reader's read marks joined: a
+   * post counts as read when it has a read row or lies at or below the reader's start position.
+   */
+  const postsPage = (
+    reader: { readonly userId: string; readonly connectionId: string },
+    where: ReadonlyArray<Statement.Fragment>,
+    limit: number,
+    newest: boolean
+  ) =>
     sql`SELECT p.id, p.pos, p.channel, p.channel_seq, p.kind, p.body, p.refs, p.payload, p.connection_id,
         p.to_selector, p.to_connection_id, p.based_on_seq, p.created_at,
-        CASE WHEN r.post_id IS NULL THEN 0 ELSE 1 END AS is_read,
+        CASE WHEN r.post_id IS NULL AND p.pos > ${startPosOf(reader.userId, reader.connectionId)} THEN 0 ELSE 1 END AS is_read,
         CASE WHEN ch.archived_at IS NULL THEN 0 ELSE 1 END AS archived
       FROM posts p
-      LEFT JOIN reads r ON r.user_id = p.user_id AND r.connection_id = ${connectionId} AND r.pos = p.pos
+      LEFT JOIN reads r ON r.user_id = p.user_id AND r.connection_id = ${reader.connectionId} AND r.pos = p.pos
       LEFT JOIN channels ch ON ch.user_id = p.user_id AND ch.id = p.channel
       WHERE ${sql.and(where)}
       ORDER BY p.pos ${newest ? sql.literal("DESC") : sql.literal("ASC")}
@@ -71,9 +88,11 @@ export const makeInboxPages = Effect.gen(function*() {
     }
     if (f.kinds !== undefined) where.push(sql`p.kind IN ${sql.in(f.kinds)}`)
     if (!f.withHeartbeats && !(f.kinds?.includes("heartbeat") ?? false)) where.push(sql`p.kind <> 'heartbeat'`)
+    if (f.toMe) where.push(sql`p.to_connection_id = ${f.connectionId}`)
     if (f.unreadOnly) {
       where.push(sql`p.connection_id <> ${f.connectionId}`)
       where.push(sql`r.post_id IS NULL`)
+      where.push(sql`p.pos > ${startPosOf(f.userId, f.connectionId)}`)
     }
     if (f.beforeSeq !== undefined) where.push(sql`p.channel_seq < ${f.beforeSeq}`)
     return where
@@ -82,8 +101,16 @@ export const makeInboxPages = Effect.gen(function*() {
   const unreadPage = family((limit: number) =>
     named(`Coordination.unreadPage(${limit})`, (p: { me: string; userId: string; after: number }) =>
       postsPage(
-        p.me,
-        pageConditions({ userId: p.userId, connectionId: p.me, after: p.after, withArchived: false, withHeartbeats: false, unreadOnly: true }),
+        { userId: p.userId, connectionId: p.me },
+        pageConditions({
+          userId: p.userId,
+          connectionId: p.me,
+          after: p.after,
+          withArchived: false,
+          withHeartbeats: false,
+          unreadOnly: true,
+          toMe: false
+        }),
         limit,
         false
       ))
@@ -96,7 +123,7 @@ export const makeInboxPages = Effect.gen(function*() {
   const page = (filter: PageFilter, limit: number, newest: boolean): Effect.Effect<ReadonlyArray<DbPostRow>, SqlError | ParseError> =>
     (isPlainUnread(filter)
       ? unreadPage(limit)({ me: filter.connectionId, userId: filter.userId, after: filter.after })
-      : postsPage(filter.connectionId, pageConditions(filter), limit, newest)).pipe(
+      : postsPage(filter, pageConditions(filter), limit, newest)).pipe(
         Effect.flatMap(decodePostRows),
         Effect.map((rows) => newest ? [...rows].reverse() : rows)
       )

@@ -9,6 +9,7 @@ import { DbInt, nowIso } from "../../domain/Time.js"
 import { Auth } from "../Auth.js"
 import { Events } from "../Events.js"
 import { spanned } from "../Spans.js"
+import { whenWritersConcurrent } from "../store/Locking.js"
 import { makeStatements } from "../store/Statements.js"
 import type { makeChannelLifecycle } from "./Channels.js"
 import type { makeReadMarks } from "./ReadMarks.js"
@@ -28,6 +29,7 @@ const ChannelCounterRow = Schema.Struct({
 })
 const decodeChannelCounter = Schema.decodeUnknown(Schema.Tuple(ChannelCounterRow))
 const decodeLastPos = Schema.decodeUnknown(Schema.Tuple(Schema.Struct({ last_pos: DbInt })))
+const decodeArchivedAt = Schema.decodeUnknown(Schema.Array(Schema.Struct({ archived_at: Schema.NullOr(Schema.String) })))
 
 export interface PostingParts {
   readonly validation: Effect.Effect.Success<typeof makePostValidation>
@@ -51,6 +53,9 @@ const makePostStatements = Effect.gen(function*() {
         RETURNING last_seq, visible, (SELECT ch.archived_at FROM channels ch
           WHERE ch.user_id = channel_counters.user_id AND ch.id = channel_counters.channel) AS archived_at`
   )
+  /** Whether the channel is archived, as committed now. */
+  const archivedAt = named("Coordination.archivedAt", (p: { userId: string; channel: string }) =>
+    sql`SELECT archived_at FROM channels WHERE user_id = ${p.userId} AND id = ${p.channel}`)
   /** The user's next post position and its visible total. */
   const bumpUser = named("Coordination.bumpUser", (p: { userId: string; totalInc: number }) =>
     sql`INSERT INTO post_counters (user_id, last_pos, visible) VALUES (${p.userId}, 1, ${p.totalInc})
@@ -78,7 +83,7 @@ const makePostStatements = Effect.gen(function*() {
       VALUES (${p.id}, ${p.userId}, ${p.pos}, ${p.channel}, ${p.seq}, ${p.kind}, ${p.body}, ${p.refs}, ${p.payload},
         ${p.author}, ${p.toSelector}, ${p.toConnection}, ${p.basedOnSeq}, ${p.now})`)
 
-  return { bumpChannel, bumpUser, insertPost } as const
+  return { archivedAt, bumpChannel, bumpUser, insertPost } as const
 })
 
 /** A closeout on an `arc:` channel archives it (or, asking for review, leaves / re-opens it); any other post re-opens it. */
@@ -121,7 +126,8 @@ export const makePosting = ({ channels, readMarks, validation }: PostingParts) =
   Effect.gen(function*() {
     const auth = yield* Auth
     const events = yield* Events
-    const { bumpChannel, bumpUser, insertPost } = yield* makePostStatements
+    const sql = yield* SqlClient.SqlClient
+    const { archivedAt, bumpChannel, bumpUser, insertPost } = yield* makePostStatements
 
     const write = (caller: Caller, input: PostInput) =>
       Effect.gen(function*() {
@@ -142,7 +148,16 @@ export const makePosting = ({ channels, readMarks, validation }: PostingParts) =
         // before its insert: it also takes the channel's advisory lock, the one a wait declared on this
         // channel holds (see `holdChannel`), so the wait and the post cannot miss each other.
         if (seq === 1) yield* channels.serializeChannel(userId, channel)
-        const wasArchived = counter.archived_at !== null && counter.archived_at !== undefined
+        let wasArchived = counter.archived_at !== null && counter.archived_at !== undefined
+        // (Postgres) the upsert's RETURNING subquery reads the statement's snapshot, taken before it waited for
+        // the counter row: a closeout that archived the channel (or a post that re-opened it) meanwhile
+        // committed unseen. The row lock now held keeps every such post out: read the state again.
+        yield* whenWritersConcurrent(
+          sql,
+          Effect.map(Effect.flatMap(archivedAt({ userId, channel }), decodeArchivedAt), (rows) => {
+            wasArchived = (rows[0]?.archived_at ?? null) !== null
+          })
+        )
         const totalInc = visibleInc === 1 && !wasArchived ? 1 : 0
         const [user] = yield* bumpUser({ userId, totalInc }).pipe(Effect.flatMap(decodeLastPos))
 

@@ -1,11 +1,13 @@
 import { Config, Effect } from "effect"
-import type { PostInput } from "../../domain/Coordination.js"
+import type { CoordinationLimits, PostInput } from "../../domain/Coordination.js"
+import { DEFAULT_COORDINATION_LIMITS as DEFAULTS } from "../../domain/Coordination.js"
 import { PayloadTooLarge, ValidationError } from "../../domain/Errors.js"
 
 /**
  * A post's limits and validation, before anything is written: the sizes (body, payload and its depth,
  * references) and the closeout's `review_requested` rule. The limits are configuration
- * (`SOPHIA_POST_*`); the inbox's largest page (`SOPHIA_INBOX_LIMIT_MAX`) is read here with them.
+ * (`SOPHIA_POST_*`); the inbox's largest page (`SOPHIA_INBOX_LIMIT_MAX`) is read here with them. The
+ * service hands them out (`Coordination.limits`): the tools' schemas advertise exactly these.
  */
 
 /** Nesting depth of a JSON value (a scalar is 0, `{}` is 1); stops counting past `cap` (cycles, abuse). */
@@ -31,13 +33,13 @@ export interface CheckedPost {
 }
 
 export const makePostValidation = Effect.gen(function*() {
-  const limits = yield* Effect.orDie(Config.all({
-    bodyBytes: intConfig("SOPHIA_POST_BODY_MAX_BYTES", 32 * 1024),
-    payloadBytes: intConfig("SOPHIA_POST_PAYLOAD_MAX_BYTES", 8 * 1024),
-    payloadDepth: intConfig("SOPHIA_POST_PAYLOAD_MAX_DEPTH", 8),
-    references: intConfig("SOPHIA_POST_REFERENCES_MAX", 32),
-    referenceChars: intConfig("SOPHIA_POST_REFERENCE_MAX_CHARS", 512),
-    inboxLimit: intConfig("SOPHIA_INBOX_LIMIT_MAX", 200)
+  const limits: CoordinationLimits = yield* Effect.orDie(Config.all({
+    bodyBytes: intConfig("SOPHIA_POST_BODY_MAX_BYTES", DEFAULTS.bodyBytes),
+    payloadBytes: intConfig("SOPHIA_POST_PAYLOAD_MAX_BYTES", DEFAULTS.payloadBytes),
+    payloadDepth: intConfig("SOPHIA_POST_PAYLOAD_MAX_DEPTH", DEFAULTS.payloadDepth),
+    references: intConfig("SOPHIA_POST_REFERENCES_MAX", DEFAULTS.references),
+    referenceChars: intConfig("SOPHIA_POST_REFERENCE_MAX_CHARS", DEFAULTS.referenceChars),
+    inboxLimit: intConfig("SOPHIA_INBOX_LIMIT_MAX", DEFAULTS.inboxLimit)
   }))
 
   /** Refusals: `PayloadTooLarge`, `ValidationError`. */
@@ -106,5 +108,5 @@ export const makePostValidation = Effect.gen(function*() {
       return { refsJson: JSON.stringify(refs), payloadJson, reviewRequested }
     })
 
-  return { validate, inboxLimit: limits.inboxLimit } as const
+  return { validate, limits } as const
 })
