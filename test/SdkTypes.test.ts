@@ -148,7 +148,9 @@ describe("SDK types: generated declarations compile with tsc", () => {
           const unread: number = me._inbox_unread + types._inbox_unread
           const blocking = catalog._blocking?.map((b) => b.on.agent_name) ?? []
           const decl: string = types.declarations
-          return total + unread + hash.length + decl.length + blocking.length + (firstName?.length ?? 0)
+          const mine = await sophia.coordinationInbox({ to_me: true, peek: true, limit: 200 })
+          const addressed: number = mine.posts.filter((p) => p.to_connection_id !== null).length
+          return total + unread + hash.length + decl.length + blocking.length + (firstName?.length ?? 0) + addressed
         }
         main()
       `

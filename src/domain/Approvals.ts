@@ -15,7 +15,7 @@ export type ApprovalStatus = typeof ApprovalStatus.Type
 /** The argument every write and elevated tool accepts besides its own (added by the registry). */
 export const ApprovalArgs = Schema.Struct({
   approval_id: Schema.optional(Schema.String.pipe(Schema.maxLength(128))).annotations({
-    description: "from approval_required, once decided"
+    description: "from approval_required"
   })
 })
 

@@ -155,10 +155,13 @@ export const BeginImportSessionInput = Schema.Struct({
   documents: Schema.Array(ImportDocument).pipe(
     Schema.minItems(1),
     Schema.maxItems(LIMITS.importDocumentsMax),
+    // no JSON Schema keyword bounds a sum over items: the description says it
     Schema.filter((docs) =>
       docs.reduce((n, d) => n + d.body.length, 0) <= LIMITS.importChars ||
-      `an import session holds at most ${LIMITS.importChars} body characters in total`
-    )
+      `an import session holds at most ${LIMITS.importChars} body characters in total`, {
+      jsonSchema: {},
+      description: `bodies ≤ ${LIMITS.importChars / (1024 * 1024)} Mi chars in all`
+    })
   ),
   entity: Schema.optional(EntityRef)
 })

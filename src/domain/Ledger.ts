@@ -1,5 +1,5 @@
 import { Schema, Struct } from "effect"
-import { checkJson, formatJsonIssue, JsonValue } from "./Json.js"
+import { checkJson, formatJsonIssue, JSON_MAX_DEPTH, JsonValue } from "./Json.js"
 
 /**
  * The ledger contract: the typed events every work item's history is made of, implementation-free.
@@ -24,7 +24,7 @@ export type Evidence = typeof Evidence.Type
 export const evidenceRank = (e: Evidence): number => EVIDENCE.indexOf(e)
 
 export const EventHash = Schema.String.pipe(Schema.pattern(/^[0-9a-f]{64}$/)).annotations({
-  description: "a head (event sha256)"
+  description: "a head hash"
 })
 export const WorkId = Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9][A-Za-z0-9._:\/-]{0,127}$/)).annotations({
   description: "e.g. issue-42"
@@ -121,9 +121,12 @@ export const ledgerValueIssue = (value: unknown): string | undefined => {
   return bytes > MAX_VALUE_BYTES ? `value is ${bytes} bytes of JSON; the limit is ${MAX_VALUE_BYTES}` : undefined
 }
 
-/** A field's value as an agent sends it. */
+/** A field's value as an agent sends it; no JSON Schema keyword says bytes of JSON or depth, its description does. */
 export const LedgerValue = JsonValue.pipe(
-  Schema.filter((value) => ledgerValueIssue(value) ?? true)
+  Schema.filter((value) => ledgerValueIssue(value) ?? true, {
+    jsonSchema: {},
+    description: `JSON ≤ ${MAX_VALUE_BYTES / 1024} KiB, depth ≤ ${JSON_MAX_DEPTH}`
+  })
 )
 
 /** What an agent may append through `sophia.ledger_append` (always evidence `asserted`). */

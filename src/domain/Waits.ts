@@ -38,7 +38,7 @@ export const PostExists = Schema.Struct({
     description: "author selector; default: the connection you wait on"
   }),
   after_seq: Schema.optional(Schema.Int.pipe(Schema.nonNegative())).annotations({
-    description: "only posts with a higher channel_seq count; default: the channel's current seq"
+    description: "only posts after this channel_seq count; default: the channel's current seq"
   })
 })
 export type PostExists = typeof PostExists.Type
@@ -56,7 +56,7 @@ export type Predicate = typeof Predicate.Type
 
 export const DeclareWaitInput = Schema.Struct({
   on: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200)).annotations({
-    description: "who you are blocked on: full connection id, 8-char short id, or name"
+    description: "who blocks you: connection id, 8-char short id, or name"
   }),
   predicate: Predicate,
   reason: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(2000)),

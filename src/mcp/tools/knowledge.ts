@@ -102,7 +102,9 @@ export const knowledgeTools = Effect.gen(function*() {
       group: "knowledge",
       access: "elevated",
       transactional: true,
-      description: "Elevated (owner approval): import ≤ 500 documents as one session, all or nothing.",
+      // the request limit is mcp/Http.ts's DEFAULT_MAX_BODY_BYTES (test/AdvertisedLimits.test.ts holds them equal)
+      description: "Elevated (owner approval): import ≤ 500 documents as one session, all or nothing; " +
+        "over HTTP a call is ≤ 1 MiB: split bigger imports.",
       annotations: APPEND_ONLY,
       input: BeginImportSessionInput,
       output: BeginImportSessionOutput,

@@ -27,7 +27,7 @@ export const ledgerTools = Effect.gen(function*() {
       group: "ledger",
       access: "coordinate",
       description:
-        "Append events to a work item's hash-chained ledger (opened, claimed, released, asserted field/value, closed). Names the head it extends; all or none.",
+        "Append events to a work item's hash-chained ledger. Names the head it extends; all or none.",
       annotations: APPEND_ONLY,
       input: LedgerAppendInput,
       output: AppendResult,
@@ -71,7 +71,7 @@ export const ledgerTools = Effect.gen(function*() {
       group: "ledger",
       access: "coordinate",
       description:
-        "Ask for an independent review of an exact artifact (uri + sha256); returns a durable request_id. Who did the work cannot give the verdict.",
+        "Ask for an independent review of an exact artifact; returns a durable request_id. Who did the work cannot give the verdict.",
       annotations: APPEND_ONLY,
       input: ReviewRequestInput,
       output: ReviewRequestResult,

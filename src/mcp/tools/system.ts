@@ -11,8 +11,7 @@ export const systemTools = Effect.gen(function*() {
       name: "sophia.capability_catalog",
       group: "system",
       access: "read",
-      description: "Every tool you may call, grouped by capability, with access class and annotations; " +
-        "schemas unless brief. version_hash changes exactly when a name or schema changes.",
+      description: "Every tool you may call, grouped by capability, with access class and annotations; schemas unless brief.",
       annotations: READ_ONLY,
       input: CatalogInput,
       output: CatalogOutput,
@@ -22,7 +21,7 @@ export const systemTools = Effect.gen(function*() {
       name: "sophia.get_sdk_types",
       group: "system",
       access: "read",
-      description: "Generated TypeScript declarations (declare namespace sophia) of every tool you may call: " +
+      description: "Generated TypeScript declarations of every tool you may call: " +
         "the camelCase methods execute_code snippets see, with argument and result types.",
       annotations: READ_ONLY,
       input: SdkTypesInput,
