@@ -24,7 +24,7 @@ export const connectionCreate = (o: CreateOptions) =>
           name: o.name,
           profile: o.profile,
           user: o.user,
-          ...({ backlog: o.backlog }),
+          backlog: o.backlog,
           scope: (o.scope ?? "").split(",").map((x) => x.trim()).filter((x) => x.length > 0)
         })))
     yield* printJson({ connection_id: m.connection_id, name: m.name, profile: m.profile, user_id: m.user_id, bearer: m.bearer })

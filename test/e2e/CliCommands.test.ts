@@ -9,6 +9,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { orientThrough, stdioEntry } from "../support/Banner.js"
 import { sophia, tempDb } from "../support/Cli.js"
 import { startDaemon } from "../support/Daemon.js"
+import { restCall } from "../support/HeadHistory.js"
 
 const noPg = { SOPHIA_DATABASE_URL: "" }
 
@@ -119,6 +120,30 @@ describe("sophia CLI: commands point at the right daemon", { timeout: 180_000 },
       assert.include(restart, "approvals list")
     } finally {
       await again.kill()
+    }
+  })
+
+  it("`connection create` starts caught up (a post addressed to it counts); --backlog starts with the history", async () => {
+    const db = tempDb()
+    const daemon = await startDaemon(db)
+    try {
+      const owner = daemon.ownerBearer!
+      for (const body of ["one", "two"]) {
+        assert.strictEqual((await restCall(daemon.baseUrl, owner, "sophia.coordination_post", { channel: "general", kind: "status", body })).status, 200)
+      }
+      const mint = (name: string, ...extra: Array<string>) =>
+        JSON.parse(sophia(["connection", "create", "--name", name, "--profile", "observer", "--db", db, ...extra], noPg).stdout)
+      const fresh = mint("fresh")
+      const backlog = mint("historian", "--backlog")
+      const unread = async (bearer: string) => (await restCall(daemon.baseUrl, bearer, "sophia.orient", {})).body._inbox_unread
+      assert.strictEqual(await unread(fresh.bearer), 0)
+      assert.strictEqual(await unread(backlog.bearer), 2)
+      await restCall(daemon.baseUrl, owner, "sophia.coordination_post", { channel: "general", kind: "question", body: "you?", to: "fresh" })
+      assert.strictEqual(await unread(fresh.bearer), 1, "a post addressed to it counts")
+      const mine = await restCall(daemon.baseUrl, fresh.bearer, "sophia.coordination_inbox", { to_me: true })
+      assert.deepStrictEqual(mine.body.posts.map((p: { body: string }) => p.body), ["you?"])
+    } finally {
+      await daemon.kill()
     }
   })
 
