@@ -6,6 +6,7 @@
  */
 import { assert, layer } from "@effect/vitest"
 import { ConfigProvider, Effect, Fiber, Layer, Schema } from "effect"
+import * as fs from "node:fs"
 import type { Caller } from "../src/domain/Auth.js"
 import { allToolSets, makeCore, type ServicesLive } from "../src/layers/App.js"
 import { SqliteLive } from "../src/layers/Sql.js"
@@ -138,6 +139,18 @@ layer(TestApp, { timeout: 120_000, excludeTestServices: true })("execute_code: t
     }))
 })
 
+/** The niceness of each thread of a process (Linux /proc; field 19 of a thread's stat). */
+const nicenessOf = (pid: number): Array<number> => {
+  try {
+    return fs.readdirSync(`/proc/${pid}/task`).map((tid) =>
+      Number(fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8").split(") ")[1]!.split(" ")[16])
+    )
+  } catch {
+    return []
+  }
+}
+const linux = fs.existsSync("/proc/self/task")
+
 layer(TestApp, { timeout: 120_000, excludeTestServices: true })("execute_code: a fair queue", (it) => {
   it.effect("another user's `return 1` is answered within its deadline while one user floods the pool with endless loops", () =>
     Effect.gen(function*() {
@@ -159,6 +172,26 @@ layer(TestApp, { timeout: 120_000, excludeTestServices: true })("execute_code: a
       assert.strictEqual(ok(yield* exec(b, `return 2`, 10_000)).result, 2)
       for (const f of flood) yield* Fiber.interrupt(f)
       yield* until(loadIs(0, 0))
+    }))
+
+  it.effect.skipIf(!linux)("a run still computing after 250 ms yields the CPU (its child lowered), a waiting one does not; both serve again at normal priority", () =>
+    Effect.gen(function*() {
+      const sandbox = yield* Sandbox
+      yield* sandbox.warmUp
+      const c = yield* fresh("nice-user")
+      const d = yield* fresh("nice-user-2")
+      const computing = yield* Effect.fork(exec(c, `const t = Date.now(); while (Date.now() - t < 1500) {}; return "computed"`))
+      const waiting = yield* Effect.fork(exec(d, `await sophia.slowRead({ ms: 1500 }); return "waited"`))
+      yield* until(loadIs(2, 0))
+      yield* Effect.sleep(900)
+      const during = (yield* sandbox.pids).map(nicenessOf)
+      // one child (the computing run's) has its threads lowered; the others are untouched
+      assert.strictEqual(during.filter((threads) => threads.some((n) => n > 0)).length, 1, JSON.stringify(during))
+      assert.strictEqual(ok(yield* Fiber.join(computing)).result, "computed")
+      assert.strictEqual(ok(yield* Fiber.join(waiting)).result, "waited")
+      yield* until(loadIs(0, 0))
+      // raised back (or, where the OS refuses that, recycled): no child serves lowered
+      for (const pid of yield* sandbox.pids) assert.deepStrictEqual(nicenessOf(pid).filter((n) => n !== 0), [], `pid ${pid}`)
     }))
 
   it.effect("a run queued past its timeout_ms is refused sandbox_timeout without starting; one that started late has only what was left", () =>

@@ -3,6 +3,7 @@ import { Effect, Exit, Ref } from "effect"
 import type { Child } from "../../sandbox/Child.js"
 import { kill, spawnChild } from "../../sandbox/Child.js"
 import { spanned } from "../Spans.js"
+import { restorePriority } from "./Priority.js"
 import type { SandboxPoolOptions } from "./Types.js"
 
 /**
@@ -75,6 +76,8 @@ export const makePool = (options: SandboxPoolOptions): Effect.Effect<{
         child.sink = undefined
         // interrupted mid-run (the backstop deadline, a closing scope): the child may still be busy
         if (Exit.isInterrupted(exit)) child.faulted = true
+        // a child lowered for a long run serves again only at normal priority
+        if (!restorePriority(child)) child.faulted = true
         child.runs++
         if (child.dead || child.faulted || child.runs >= options.runsPerChild || idle.length >= options.warm) {
           kill(child)

@@ -6,6 +6,7 @@ import type { Compiled } from "./Compile.js"
 import { callsOf, makeHostCalls } from "./HostCalls.js"
 import type { RunResult } from "./Outcome.js"
 import { boundedLogs, crashed, outcomeOf } from "./Outcome.js"
+import { yieldWhenLong } from "./Priority.js"
 import type { Watched } from "./Revocations.js"
 import type { SandboxHost, SandboxRunError } from "./Types.js"
 
@@ -105,6 +106,8 @@ export const runOn = (
       )
     }
     const accepted = first.value
+    // a run still computing after a while yields the CPU to short ones (./Priority.ts; undone by the pool)
+    yield* Effect.forkScoped(yieldWhenLong(child))
     const outcome = yield* (accepted.t === "exit"
       ? Effect.fail(crashed(child, accepted, calls))
       : accepted.t === "done"
