@@ -295,22 +295,30 @@ describe("portal routes over HTTP", () => {
       assert.isString(Option.getOrThrow(yield* (yield* Auth).get(caller.connectionId)).revoked_at)
     }).pipe(Effect.provide(ServeWithPortal)))
 
-  it.live("Create connection shows the bearer once with client entries for this daemon: absolute bin, --db, no npx", () =>
+  /** `Create connection` posted as the form does (the session's CSRF token, a same-origin Origin): the page, unescaped. */
+  const create = (base: string, cookie: string, fields: Record<string, string>) =>
     Effect.gen(function*() {
-      const { base, cookie } = yield* login
       const page = yield* get(`${base}/portal`, { cookie: `sophia_portal=${cookie}` })
       const csrf = /name="_csrf" value="([^"]+)"/.exec(page.text)![1]
-      const created = yield* Effect.promise(async () => {
+      return yield* Effect.promise(async () => {
         const r = await fetch(`${base}/portal/connections`, {
           method: "POST",
           redirect: "manual",
           headers: { cookie: `sophia_portal=${cookie}`, "content-type": "application/x-www-form-urlencoded", origin: base },
-          body: new URLSearchParams({ _csrf: csrf, name: "newbie", profile: "assistant", scope: "" })
+          body: new URLSearchParams({ _csrf: csrf, profile: "assistant", scope: "", ...fields })
         })
-        return { status: r.status, text: unescaped(await r.text()) }
+        const text = unescaped(await r.text())
+        return { status: r.status, text, bearer: /id="bearer" class="bearer">(sph_[^<]+)</.exec(text)?.[1] ?? "" }
       })
+    })
+
+  it.live("Create connection shows the bearer once with client entries for this daemon: absolute bin, --db, no npx", () =>
+    Effect.gen(function*() {
+      const { base, cookie } = yield* login
+      const created = yield* create(base, cookie, { name: "newbie" })
       assert.strictEqual(created.status, 200)
-      const bearer = /id="bearer" class="bearer">(sph_[^<]+)</.exec(created.text)![1]
+      const bearer = created.bearer
+      assert.match(bearer, /^sph_/)
       assert.include(created.text, `claude mcp add --transport http sophia ${base}/mcp --header "Authorization: Bearer ${bearer}"`)
       assert.include(created.text, `--env SOPHIA_BEARER=${bearer} -- ${process.execPath} ${SOPHIA} stdio --db ${DAEMON_DB}`)
       assert.include(created.text, `"args": [\n`)
@@ -318,6 +326,27 @@ describe("portal routes over HTTP", () => {
       assert.isTrue(path.isAbsolute(SOPHIA))
       assert.notInclude(created.text, "npx")
       assert.notInclude(created.text, "same db")
+    }).pipe(Effect.provide(ServeWithPortal)))
+
+  it.live("Create connection starts caught up; with the backlog box ticked, with the history unread", () =>
+    Effect.gen(function*() {
+      const { base, cookie } = yield* login
+      const { caller: poster } = yield* connect("poster")
+      const dispatcher = yield* Dispatcher
+      for (const body of ["one", "two"]) {
+        assert.isTrue((yield* dispatcher.call(poster, "sophia.coordination_post", { channel: "general", kind: "status", body })).ok)
+      }
+      const form = yield* get(`${base}/portal`, { cookie: `sophia_portal=${cookie}` })
+      assert.include(form.text, `<input type="checkbox" id="cc-backlog" name="backlog" value="1"><label for="cc-backlog">`)
+      const unreadOf = (bearer: string) =>
+        Effect.gen(function*() {
+          const caller = yield* Effect.orDie((yield* Auth).authenticate(bearer))
+          return ((yield* dispatcher.call(caller, "sophia.orient", {})).body as any)._inbox_unread as number
+        })
+      const caughtUp = yield* create(base, cookie, { name: "fresh" })
+      const behind = yield* create(base, cookie, { name: "historian", backlog: "1" })
+      assert.strictEqual(yield* unreadOf(caughtUp.bearer), 0)
+      assert.strictEqual(yield* unreadOf(behind.bearer), 2)
     }).pipe(Effect.provide(ServeWithPortal)))
 
   it.live("Channels opens on the latest conversation, Knowledge lists documents unasked, Waits says predicates in words", () =>

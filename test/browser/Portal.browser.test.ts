@@ -198,6 +198,8 @@ suite("the owner's portal in chromium", () => {
     await page.goto(`${daemon.baseUrl}/portal`)
     await page.getByLabel("Name", { exact: true }).fill("newbie")
     await page.getByLabel("Profile").selectOption("full")
+    // caught up unless asked: the history box is there, unticked
+    assert.isFalse(await page.getByLabel(/history unread/).isChecked())
     await page.getByRole("button", { name: "Create connection" }).click()
     const bearer = (await page.locator("#bearer").textContent())!.trim()
     assert.match(bearer, /^sph_/)

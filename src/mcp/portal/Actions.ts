@@ -50,7 +50,9 @@ export const makeActions = Effect.gen(function*() {
       const minted = yield* Effect.either(auth.createConnection({
         name: form.get("name") ?? "",
         profile: profile.value,
-        scope: (form.get("scope") ?? "").split(",").map((s) => s.trim()).filter((s) => s.length > 0)
+        scope: (form.get("scope") ?? "").split(",").map((s) => s.trim()).filter((s) => s.length > 0),
+        // caught up unless the owner asks for the history (the checkbox)
+        backlog: form.get("backlog") === "1"
       }))
       if (Either.isLeft(minted)) return redirectTo(back("/portal", "error", minted.left.message))
       // the bearer is shown once: rendered into this response, never into a URL

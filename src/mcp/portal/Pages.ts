@@ -109,6 +109,7 @@ export const createForm = (csrf: string) =>
 <label for="cc-name">Name</label><input id="cc-name" name="name" required maxlength="64" autocomplete="off">
 <label for="cc-profile">Profile</label><select id="cc-profile" name="profile"><option value="observer">observer</option><option value="assistant" selected>assistant</option><option value="full">full</option></select>
 <label for="cc-scope">Scope (entity ids, comma-separated; empty = all)</label><input id="cc-scope" name="scope" autocomplete="off">
+<span class="check"><input type="checkbox" id="cc-backlog" name="backlog" value="1"><label for="cc-backlog">Start with the channels' history unread (default: caught up; posts to it still count)</label></span>
 <input type="hidden" name="_csrf" value="${csrf}"><button type="submit">Create connection</button></form></section>`
 
 /**
