@@ -1,9 +1,10 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
-import { Effect, Layer } from "effect"
+import { Effect, Fiber, Layer } from "effect"
 import { SophiaTest } from "../../src/layers/App.js"
 import * as Http from "../../src/mcp/Http.js"
+import { Auth } from "../../src/services/Auth.js"
 import { connect } from "../support/Fixtures.js"
 
 /** The real Streamable HTTP transport on a free loopback port over the in-memory app (SandboxTest inside). */
@@ -19,8 +20,12 @@ const client = (url: string, bearer: string) =>
     (c) => Effect.promise(() => c.close().catch(() => undefined))
   )
 
-const call = (c: Client, code: string) =>
-  Effect.promise(() => c.callTool({ name: "sophia_execute_code", arguments: { code } }))
+const call = (c: Client, code: string, timeout_ms?: number) =>
+  Effect.promise(() =>
+    c.callTool({ name: "sophia_execute_code", arguments: timeout_ms === undefined ? { code } : { code, timeout_ms } }, undefined, {
+      timeout: 60_000
+    })
+  )
 
 const errorOf = (result: any) => JSON.parse(result.content[0].text).error
 
@@ -76,5 +81,35 @@ describe("sophia.execute_code over MCP (real HTTP transport, real SDK client)", 
       assert.strictEqual(errorOf(bomb).code, "sandbox_memory_limit")
       const after = yield* call(writer, `return (await sophia.orient({})).name`)
       assert.strictEqual((after.structuredContent as any).result, "writer")
+    }).pipe(Effect.provide(Served)))
+
+  it.scopedLive("a third concurrent run is refused rate_limited over the wire; revoking the connection ends its runs in flight", () =>
+    Effect.gen(function*() {
+      const { mcpUrl } = yield* Http.HttpServer
+      const { bearer } = yield* connect("looper", "full", "looping-user")
+      const c = yield* client(mcpUrl, bearer)
+      // two runs that make one call each, then compute until their 20 s deadline
+      const loop = `await sophia.orient({}); while (true) {}`
+      const running = [yield* Effect.fork(call(c, loop, 20_000)), yield* Effect.fork(call(c, loop, 20_000))]
+      let third: any
+      for (let i = 0; i < 200; i++) {
+        yield* Effect.sleep(50)
+        third = yield* call(c, `return 1`)
+        if (third.isError) break
+      }
+      assert.isTrue(third.isError, JSON.stringify(third.content))
+      const refusal = errorOf(third)
+      assert.strictEqual(refusal.code, "rate_limited")
+      assert.strictEqual(refusal.setting, "SOPHIA_SANDBOX_RUNS_PER_CONNECTION")
+      assert.isAtLeast(refusal.retry_after_s, 1)
+      // the owner revokes it: both runs end now, not at their deadline
+      const revoked = Date.now()
+      yield* Effect.flatMap(Auth, (auth) => auth.revoke("looper", "looping-user"))
+      for (const f of running) {
+        const ended = yield* Fiber.join(f)
+        assert.isTrue(ended.isError)
+        assert.strictEqual(errorOf(ended).code, "unauthenticated")
+      }
+      assert.isBelow(Date.now() - revoked, 15_000)
     }).pipe(Effect.provide(Served)))
 })
