@@ -23,7 +23,10 @@ export interface Watched {
  * calls in flight, tell its runs to end — is in memory and cannot fail, and it happens before the
  * revocation commits. A write an inner call had not committed yet is then interrupted before it can take
  * the store after the revocation (SQLite: the write permit passes in arrival order, and an interrupted
- * waiter gives it up); no later call is made. So nothing of that connection is written after `revoked_at`.
+ * waiter gives it up; Postgres: the interruption reaches a write still running before its COMMIT, barring
+ * one already committing at that instant); no later call is made. So nothing of that connection is written
+ * after `revoked_at`. A revocation on another daemon reaches this one after its commit, over NOTIFY: the
+ * runs end as promptly, but a write that started in those milliseconds may still land.
  */
 export const makeRevocations = () => {
   /** connection id → when this daemon heard of its revocation (epoch ms) */
