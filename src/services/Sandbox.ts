@@ -59,7 +59,8 @@ export const make = (options: SandboxPoolOptions): Effect.Effect<SandboxService,
         const turn = yield* admission.slot(host.owner ?? ANONYMOUS, deadline)
         const granted = yield* Clock.currentTimeMillis
         const waitedMs = turn === "waited" || turn === "late" ? granted - queued : undefined
-        if (turn === "late" || granted >= deadline) {
+        // (a place that came just at the deadline is as late: the snippet would have no time at all)
+        if (turn === "late" || (turn === "waited" && granted >= deadline)) {
           return yield* new SandboxTimeout({ timeout_ms: timeoutMs, sophia_calls: 0, logs: [], waited_ms: waitedMs, started: false })
         }
         const onChild = Effect.flatMap(Clock.currentTimeMillis, (now) => {
