@@ -18,6 +18,7 @@ import { randomUUID } from "node:crypto"
 import Pg from "pg"
 import { retryingTransactions } from "../services/store/Conflicts.js"
 import { runMigrationsOnce } from "./Migrations.js"
+import { wrapTransactions } from "./sqlite/Internals.js"
 
 const INT8 = 20
 const NUMERIC = 1700
@@ -51,13 +52,8 @@ export const pgClient = (config: PgStoreConfig): Layer.Layer<Client.SqlClient, S
     applicationName: "sophia"
   }).pipe(
     // a serialization failure or deadlock runs the outermost transaction again (services/store/Conflicts.ts);
-    // `withTransaction` is an own property of the client, read at each call (as layers/sqlite/Internals.ts (2))
-    Layer.tap((context) =>
-      Effect.sync(() => {
-        const client = Context.get(context, PgClient.PgClient)
-        Object.assign(client, { withTransaction: retryingTransactions(client.withTransaction) })
-      })
-    )
+    // `withTransaction` is an own property of the client, read at each call (layers/sqlite/Internals.ts (2))
+    Layer.tap((context) => Effect.sync(() => wrapTransactions(Context.get(context, PgClient.PgClient), (library) => retryingTransactions(library))))
   )
 
 /** The store every service runs on, over Postgres: the pool with every migration applied (once). */

@@ -48,6 +48,16 @@ export const outermostTransaction = <R>(context: Context.Context<R>, connection:
   Context.add(context, Client.TransactionConnection, [connection, 0] as const)
 
 /**
+ * (2) Any client `SqlClient.make` returned (the Postgres one too: layers/Pg.ts), its `withTransaction`
+ * replaced by `wrap(library's own)` for everyone who reads it from the client — the Postgres store runs a
+ * conflicting outermost transaction again this way (services/store/Conflicts.ts).
+ */
+export const wrapTransactions = (
+  made: Client.SqlClient,
+  wrap: (library: Client.SqlClient["withTransaction"]) => Client.SqlClient["withTransaction"]
+): Client.SqlClient => Object.assign(made, { withTransaction: wrap(made.withTransaction) })
+
+/**
  * (2) The client `SqlClient.make` returned, its outermost transactions run by `lean` (given the library's
  * own `withTransaction`, for the nested ones). A defect when the client is not the shape (2) describes.
  */
@@ -61,5 +71,5 @@ export const withLeanTransactions = (
         "withoutTransforms() are not the client itself): re-check the adapter against the installed version"
     )
   }
-  return Object.assign(made, { withTransaction: lean(made.withTransaction) })
+  return wrapTransactions(made, lean)
 }
