@@ -7,6 +7,7 @@ import type { CallOptions } from "../src/mcp/Dispatch.js"
 import { Dispatcher } from "../src/mcp/Dispatch.js"
 import { Approvals } from "../src/services/Approvals.js"
 import { Wakeups } from "../src/services/Wakeups.js"
+import { connectAllowingElicitation } from "./support/Allowance.js"
 import { sophia, tempDb } from "./support/Cli.js"
 import { connect } from "./support/Fixtures.js"
 
@@ -45,10 +46,10 @@ describe("Approvals without silent blocking (default configuration)", () => {
       assert.strictEqual(yield* count("documents"), 0)
     }).pipe(Effect.provide(SophiaTest)))
 
-  it.effect("elicitation still asks when the client supports it", () =>
+  it.effect("elicitation still asks when the client supports it, on a connection the owner allowed it", () =>
     Effect.gen(function*() {
       let asked = 0
-      const { caller: helper } = yield* connect("helper", "assistant")
+      const { caller: helper } = yield* connectAllowingElicitation("helper")
       const body = yield* call(helper, "sophia.add_document", { title: "t", body: "b" }, {
         elicit: () => Effect.sync(() => (asked++, "accept" as const))
       })

@@ -12,6 +12,7 @@ import { knowledgeTools } from "../src/mcp/tools/knowledge.js"
 import { Approvals } from "../src/services/Approvals.js"
 import { Events } from "../src/services/Events.js"
 import type { Knowledge } from "../src/services/Knowledge.js"
+import { connectAllowingElicitation } from "./support/Allowance.js"
 import { sophia, tempDb } from "./support/Cli.js"
 import { connect } from "./support/Fixtures.js"
 
@@ -202,16 +203,20 @@ describe("Approvals: binding and execution", () => {
       assert.match(body.fact_id, /^fact-/)
     }).pipe(Effect.provide(appWithWait(5_000))))
 
-  it.live("elevated calls are never approved through elicitation; plain writes are", () =>
+  it.live("elevated calls are never approved through elicitation; plain writes are, only where the owner allowed it", () =>
     Effect.gen(function*() {
       let asked = 0
       const accept: CallOptions = { elicit: () => Effect.sync(() => (asked++, "accept" as const)) }
       const decline: CallOptions = { elicit: () => Effect.succeed("decline" as const) }
-      const { caller: full } = yield* connect("worker", "full")
+      const { caller: full } = yield* connectAllowingElicitation("worker", "full")
       const elevated = yield* call(full, "sophia.create_entity", { name: "e", kind: "k" }, accept)
       assert.strictEqual(elevated.error.code, "owner_approval_required")
       assert.strictEqual(asked, 0)
-      const { caller: helper } = yield* connect("helper", "assistant")
+      // a connection minted without the allowance (the default): its client is never asked, the owner decides
+      const { caller: plain } = yield* connect("plain", "assistant")
+      assert.strictEqual((yield* call(plain, "sophia.add_document", { title: "t0", body: "b0" }, accept)).error.code, "approval_required")
+      assert.strictEqual(asked, 0)
+      const { caller: helper } = yield* connectAllowingElicitation("helper")
       const written = yield* call(helper, "sophia.add_document", { title: "t", body: "b" }, accept)
       assert.isUndefined(written.error)
       assert.strictEqual(asked, 1)

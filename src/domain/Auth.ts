@@ -33,6 +33,11 @@ export interface Caller {
   readonly profile: Profile | "portal"
   /** entity ids this connection may read; empty = all */
   readonly entityScope: ReadonlyArray<string>
+  /**
+   * the owner allowed this connection's own MCP client to approve its plain writes by answering elicitation;
+   * absent or false: the owner decides every gated call
+   */
+  readonly allowElicitation?: boolean
 }
 
 export const connectionShort = (id: string): string => id.slice(0, 8)
@@ -48,7 +53,9 @@ export const ConnectionInfo = Schema.Struct({
   entity_scope: Schema.Array(Schema.String),
   created_at: Schema.String,
   revoked_at: Schema.NullOr(Schema.String),
-  last_seen_at: Schema.NullOr(Schema.String)
+  last_seen_at: Schema.NullOr(Schema.String),
+  /** its own MCP client's elicitation answer may approve its plain writes (the owner's allowance; off by default) */
+  allow_elicitation: Schema.Boolean
 })
 export type ConnectionInfo = typeof ConnectionInfo.Type
 

@@ -13,6 +13,7 @@ import postsSearchBatched from "./migrations/0010_posts_search_batched.js"
 import knowledgeSearchBatched from "./migrations/0011_knowledge_search_batched.js"
 import daemonAddresses from "./migrations/0012_daemon_addresses.js"
 import inboxStart from "./migrations/0013_inbox_start.js"
+import connectionElicitation from "./migrations/0014_connection_elicitation.js"
 
 /**
  * Every schema change, in order, as a static record (no file-system loader: the daemon runs from
@@ -31,7 +32,8 @@ export const migrations = {
   "0010_posts_search_batched": postsSearchBatched,
   "0011_knowledge_search_batched": knowledgeSearchBatched,
   "0012_daemon_addresses": daemonAddresses,
-  "0013_inbox_start": inboxStart
+  "0013_inbox_start": inboxStart,
+  "0014_connection_elicitation": connectionElicitation
 }
 
 export const runMigrations = Migrator.make({})({

@@ -46,7 +46,10 @@ interface GatedTool {
 export interface GateRequest<A, E> {
   readonly caller: Caller
   readonly tool: GatedTool
-  /** "approval": a plain write (elicitation may answer); "owner_approval": elevated (the owner's channel only) */
+  /**
+   * "approval": a plain write (elicitation may answer, on a connection the owner minted with that allowance);
+   * "owner_approval": elevated (the owner's channel only)
+   */
   readonly decision: "approval" | "owner_approval"
   /** the raw arguments of the call (`approval_id` included, ignored by the binding) */
   readonly args: unknown
@@ -269,7 +272,10 @@ const makeGate = (rows: ApprovalRows, events: EventsService, decisions: Decision
       if (!namesApproval && request.dryRunSafe === true) yield* dryRun(request.execute)
       const bound = yield* bind(request.caller, request.tool, request.args)
       let row = bound.row
-      if (row.status === "pending" && request.decision === "approval" && request.elicit !== undefined) {
+      // the requesting agent's own client never decides for the owner: its answer approves a plain write only on
+      // a connection the owner minted with that allowance (`allow_elicitation`), never an elevated call
+      const mayElicit = request.decision === "approval" && request.caller.allowElicitation === true
+      if (row.status === "pending" && mayElicit && request.elicit !== undefined) {
         const answer = yield* request.elicit(
           `Allow ${request.caller.name} (${request.caller.connectionShort}) to call ${request.tool.name} with ${
             JSON.stringify(boundArgs(request.args)).slice(0, 2000)
@@ -293,7 +299,8 @@ const makeGate = (rows: ApprovalRows, events: EventsService, decisions: Decision
 /**
  * Approvals bound to (connection, tool, hash of the exact arguments). A gated call creates (or finds) its
  * pending approval — a new one publishes `ApprovalRequested` with its creation — asks through elicitation
- * when it may, waits a bounded time for a decision (`SOPHIA_APPROVAL_WAIT_MS`), and then either runs —
+ * when it may (a plain write, on a connection allowed it), waits a bounded time for a decision
+ * (`SOPHIA_APPROVAL_WAIT_MS`), and then either runs —
  * exactly once, claimed by a conditional update in the same transaction as the call's own writes — or is
  * refused with the approval id to repeat the call with. Owns `approvals`.
  */

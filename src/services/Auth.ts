@@ -36,7 +36,9 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
     /**
      * Mint a connection for a user (created if new; the owner when none is named). The bearer is returned
      * once. It starts caught up — the user's posts so far are not unread for it, posts after (and every post
-     * targeted at it) are — unless `backlog` is true: then the whole history is unread for it.
+     * targeted at it) are — unless `backlog` is true: then the whole history is unread for it. Its client's
+     * answer to elicitation approves its plain writes only with `allowElicitation` (the owner's allowance,
+     * off by default: the owner decides each one); elevated tools always need the owner.
      */
     const createConnection = spanned("Auth.createConnection", Effect.fnUntraced(function*(input: {
       readonly name: string
@@ -45,11 +47,13 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
       readonly scope?: ReadonlyArray<string> | undefined
       /** start with the history unread (default false: start caught up) */
       readonly backlog?: boolean | undefined
+      /** its MCP client's elicitation answer may approve its plain writes (default false: the owner decides) */
+      readonly allowElicitation?: boolean | undefined
     }) {
       const userName = input.user ?? OWNER
       const userId = yield* ensureUser(userName, userName === OWNER)
       return yield* mint(
-        { userId, name: input.name, profile: input.profile, scope: input.scope ?? [] },
+        { userId, name: input.name, profile: input.profile, scope: input.scope ?? [], allowElicitation: input.allowElicitation === true },
         input.backlog === true
       )
     }, events.transaction, Effect.catchTag("SqlError", "ParseError", Effect.die)))
@@ -65,7 +69,7 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
       const [[users]] = yield* countUsers({})
       if (Number(users) > 0) return Option.none<MintedConnection>()
       const userId = yield* ensureUser(OWNER, true)
-      return Option.some(yield* mint({ userId, name: "owner", profile: "full", scope: [] }, false))
+      return Option.some(yield* mint({ userId, name: "owner", profile: "full", scope: [], allowElicitation: false }, false))
     }, events.transaction, Effect.orDie))
 
     const list = spanned("Auth.list", Effect.fnUntraced(function*(user?: string) {

@@ -37,6 +37,8 @@ export const makeMinting = (store: AuthStore) => Effect.gen(function*() {
     readonly name: string
     readonly profile: Profile
     readonly scope: ReadonlyArray<string>
+    /** its client's elicitation answer may approve its plain writes */
+    readonly allowElicitation: boolean
   }) =>
     Effect.gen(function*() {
       const name = yield* decodeName(input.name).pipe(
@@ -59,7 +61,8 @@ export const makeMinting = (store: AuthStore) => Effect.gen(function*() {
         profile: input.profile,
         scope: JSON.stringify(input.scope),
         hash: hashBearer(bearer),
-        at: yield* nowIso
+        at: yield* nowIso,
+        allowElicitation: input.allowElicitation ? 1 : 0
       })
       return { connection_id: id, name, profile: input.profile, user_id: input.userId, bearer } satisfies MintedConnection
     })

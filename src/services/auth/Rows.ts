@@ -26,7 +26,13 @@ export const ConnectionRow = Schema.Struct({
   entity_scope: Schema.parseJson(Schema.Array(Schema.String)),
   created_at: Schema.String,
   revoked_at: Schema.NullOr(Schema.String),
-  last_seen_at: Schema.NullOr(Schema.String)
+  last_seen_at: Schema.NullOr(Schema.String),
+  /** 1: the owner allowed this connection's client to approve its plain writes by elicitation */
+  allow_elicitation: Schema.transform(Schema.Number, Schema.Boolean, {
+    strict: true,
+    decode: (n) => n !== 0,
+    encode: (allowed) => (allowed ? 1 : 0)
+  })
 })
 export type ConnectionRow = typeof ConnectionRow.Type
 
@@ -36,7 +42,7 @@ export type RawConnectionRow = { readonly [K in keyof typeof ConnectionRow.Encod
 /** The columns a Caller is made of (everything but the timestamps). */
 export const sameIdentity = (a: RawConnectionRow, b: RawConnectionRow) =>
   a.id === b.id && a.user_id === b.user_id && a.user_name === b.user_name && a.name === b.name &&
-  a.profile === b.profile && a.entity_scope === b.entity_scope
+  a.profile === b.profile && a.entity_scope === b.entity_scope && a.allow_elicitation === b.allow_elicitation
 
 /** Every column (a ConnectionInfo carries the timestamps too). */
 export const sameRow = (a: RawConnectionRow, b: RawConnectionRow) =>
@@ -78,7 +84,8 @@ export const toInfo = (row: ConnectionRow): ConnectionInfo => ({
   entity_scope: row.entity_scope,
   created_at: row.created_at,
   revoked_at: row.revoked_at,
-  last_seen_at: row.last_seen_at
+  last_seen_at: row.last_seen_at,
+  allow_elicitation: row.allow_elicitation
 })
 
 export const toCaller = (row: ConnectionRow): Caller => ({
@@ -87,7 +94,8 @@ export const toCaller = (row: ConnectionRow): Caller => ({
   connectionShort: connectionShort(row.id),
   name: row.name,
   profile: row.profile,
-  entityScope: row.entity_scope
+  entityScope: row.entity_scope,
+  allowElicitation: row.allow_elicitation
 })
 
 export interface MintedConnection {

@@ -13,7 +13,7 @@ export const makeAuthStore = Effect.gen(function*() {
   const { named, namedValues, shaped } = yield* makeStatements
 
   const selectConnections = sql`SELECT c.id, c.user_id, u.name AS user_name, c.name, c.profile, c.entity_scope,
-    c.created_at, c.revoked_at, c.last_seen_at FROM connections c JOIN users u ON u.id = c.user_id`
+    c.created_at, c.revoked_at, c.last_seen_at, c.allow_elicitation FROM connections c JOIN users u ON u.id = c.user_id`
 
   // every request of every transport looks its bearer up: the hottest statement there is, one named statement
   const byHash = named("Auth.byBearer", (p: { hash: string }) =>
@@ -55,9 +55,10 @@ export const makeAuthStore = Effect.gen(function*() {
     scope: string
     hash: string
     at: string
+    allowElicitation: number
   }) =>
-    sql`INSERT INTO connections (id, user_id, name, profile, entity_scope, token_hash, created_at)
-      VALUES (${p.id}, ${p.userId}, ${p.name}, ${p.profile}, ${p.scope}, ${p.hash}, ${p.at})`)
+    sql`INSERT INTO connections (id, user_id, name, profile, entity_scope, token_hash, created_at, allow_elicitation)
+      VALUES (${p.id}, ${p.userId}, ${p.name}, ${p.profile}, ${p.scope}, ${p.hash}, ${p.at}, ${p.allowElicitation})`)
   const revokeRow = named("Auth.revoke", (p: { id: string; at: string }) =>
     sql`UPDATE connections SET revoked_at = ${p.at} WHERE id = ${p.id} AND revoked_at IS NULL RETURNING id`)
   const renameRow = named("Auth.rename", (p: { id: string; name: string }) =>
