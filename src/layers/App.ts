@@ -29,6 +29,7 @@ import { PortalRoutesLive } from "../mcp/portal/Routes.js"
 import { Search, SearchIndexFeed } from "../services/Search.js"
 import { Waits } from "../services/Waits.js"
 import { Wakeups } from "../services/Wakeups.js"
+import { ForeignWrites } from "../services/wakeups/Foreign.js"
 import { MetricsScrapeLive, RequestLogOn } from "../observability/Metrics.js"
 import type { StoreChoice } from "./Sql.js"
 import { storeLayer, TestStore } from "./Sql.js"
@@ -100,10 +101,11 @@ export const EventWiring = Layer.effectDiscard(Effect.gen(function*() {
 }))
 
 /**
- * What wakes long polls (`wait_s`, `approval_status`, resource subscriptions): every committed domain
- * event goes to `Wakeups.feed`, from one listener fiber that lives as long as the app. This is the one
- * place events enter the wake-ups: a cross-daemon source (Postgres LISTEN/NOTIFY) feeds `wakeups.feed`
- * here too. Listeners hear committed writes only (see `services/Events.ts`).
+ * What wakes long polls (`wait_s`, `approval_status`, resource subscriptions) and ends a revoked connection's
+ * polls and sessions: every committed domain event goes to `Wakeups.feed`, from one listener fiber that lives
+ * as long as the app. This is the one place events enter the wake-ups: a cross-daemon source (Postgres
+ * LISTEN/NOTIFY) and other processes' revocations and decisions (`ForeignWrites`) arrive here too, through
+ * `Events.deliver`. Listeners hear committed writes only (see `services/Events.ts`).
  */
 export const WakeupFeed = Layer.scopedDiscard(Effect.gen(function*() {
   const events = yield* Events
@@ -150,7 +152,7 @@ export const makeServices = <E = never, R = never, E2 = never, R2 = never>(
   ledger: Layer.Layer<Ledger, E, R | Auth | Events | SqlClient.SqlClient> = Ledger.Default,
   coordination: Layer.Layer<Coordination, E2, R2 | Auth | Events | Wakeups | SqlClient.SqlClient> = Coordination.Default
 ) =>
-  Layer.mergeAll(EventWiring, WakeupFeed, SearchIndexFeed, SandboxRevocationFeed).pipe(
+  Layer.mergeAll(EventWiring, WakeupFeed, SearchIndexFeed, SandboxRevocationFeed, ForeignWrites).pipe(
     Layer.provideMerge(Layer.merge(Orient.Default, Search.Default)),
     // the reads that span several services (the envelope, orient's counts, the portal's fleet)
     Layer.provideMerge(ReadModel.Default),

@@ -1,11 +1,11 @@
 import { SqlClient } from "@effect/sql"
 import { SqlError } from "@effect/sql/SqlError"
-import { Clock, Config, Duration, Effect, Option, Schema } from "effect"
+import { Clock, Config, Effect, Option, Schema } from "effect"
 import { randomUUID } from "node:crypto"
 import type { ApprovalInfo, ApprovalStatusInput, ApprovalStatusResult, ElicitAnswer } from "../domain/Approvals.js"
 import { argsHash, boundArgs } from "../domain/Approvals.js"
 import type { Caller } from "../domain/Auth.js"
-import { ApprovalDenied, ApprovalRequired, NotFound, OwnerApprovalRequired, ValidationError } from "../domain/Errors.js"
+import { ApprovalDenied, ApprovalRequired, NotFound, OwnerApprovalRequired, RateLimited, ValidationError } from "../domain/Errors.js"
 import { ApprovalDecided, ApprovalRequested } from "../domain/Events.js"
 import { nowIso } from "../domain/Time.js"
 import { Auth } from "./Auth.js"
@@ -13,6 +13,7 @@ import { Events } from "./Events.js"
 import { spanned } from "./Spans.js"
 import { serialize } from "./store/Locking.js"
 import { limitTo, makeStatements } from "./store/Statements.js"
+import type { PollOwner } from "./Wakeups.js"
 import { Wakeups } from "./Wakeups.js"
 
 const ApprovalRow = Schema.Struct({
@@ -33,6 +34,21 @@ const ApprovalRow = Schema.Struct({
 type ApprovalRow = typeof ApprovalRow.Type
 const decodeApprovals = Schema.decodeUnknown(Schema.Array(ApprovalRow))
 const decodeDecided = Schema.decodeUnknown(Schema.Array(Schema.Struct({ user_id: Schema.String, connection_id: Schema.String })))
+/** A decided approval, as another process's decision is reported (`decidedAmong`). */
+const DecidedRow = Schema.Struct({
+  id: Schema.String,
+  user_id: Schema.String,
+  connection_id: Schema.String,
+  status: Schema.Literal("approved", "denied", "executed"),
+  decided_at: Schema.NullOr(Schema.String),
+  decided_via: Schema.NullOr(Schema.String)
+})
+const decodeDecidedRows = Schema.decodeUnknown(Schema.Array(DecidedRow))
+/** Pending approvals one connection may have at once, by default (docs/architecture.md, Limits). */
+export const PENDING_APPROVALS_PER_CONNECTION = 50
+export const PENDING_APPROVALS_SETTING = "SOPHIA_PENDING_APPROVALS_PER_CONNECTION"
+/** Approval ids asked about in one statement. */
+const IDS_AT_ONCE = 500
 /** How many decided approvals the owner's view lists (the most recently asked first). */
 const RECENTLY_DECIDED = 20
 const COLUMNS = "id, user_id, connection_id, tool, access, args_hash, args, status, created_at, decided_at, decided_via, executed_at, result"
@@ -72,7 +88,7 @@ class DryRunSucceeded {
 /** Every statement on `approvals`, by name, and the rows they read, decoded. */
 const makeApprovalRows = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
-  const { named, namedValues } = yield* makeStatements
+  const { named, namedValues, shaped } = yield* makeStatements
   const columns = sql.literal(COLUMNS)
   const byIdRows = named("Approvals.byId", (p: { id: string }) => sql`SELECT ${columns} FROM approvals WHERE id = ${p.id}`)
   const openRows = named("Approvals.openOfBinding", (p: { connectionId: string; tool: string; hash: string }) =>
@@ -104,6 +120,12 @@ const makeApprovalRows = Effect.gen(function*() {
   const decidedRows = named("Approvals.recentlyDecided", () =>
     sql`SELECT ${columns} FROM approvals WHERE status <> 'pending' ORDER BY created_at DESC, id DESC ${limitTo(sql, RECENTLY_DECIDED)}`)
 
+  const pendingCount = namedValues("Approvals.pendingOfConnection", (p: { connectionId: string }) =>
+    sql`SELECT COUNT(*) FROM approvals WHERE connection_id = ${p.connectionId} AND status = 'pending'`)
+  const decidedAmongRows = shaped("Approvals.decidedAmong", 64, (p: { ids: ReadonlyArray<string> }) =>
+    sql`SELECT id, user_id, connection_id, status, decided_at, decided_via FROM approvals
+      WHERE ${sql.in("id", p.ids)} AND status <> 'pending'`)
+
   const stampRow = namedValues("Approvals.stamp", () =>
     sql`SELECT COUNT(*), COALESCE(MAX(created_at), ''), COALESCE(MAX(decided_at), '') FROM approvals`)
 
@@ -121,7 +143,9 @@ const makeApprovalRows = Effect.gen(function*() {
     pending: Effect.flatMap(pendingRows({}), decodeApprovals),
     all: Effect.flatMap(allRows({}), decodeApprovals),
     recentlyDecided: Effect.flatMap(decidedRows({}), decodeApprovals),
-    stamp: Effect.map(stampRow({}), (rows) => rows[0].join("/"))
+    stamp: Effect.map(stampRow({}), (rows) => rows[0].join("/")),
+    pendingOf: (connectionId: string) => Effect.map(pendingCount({ connectionId }), (rows) => Number(rows[0][0])),
+    decidedAmong: (ids: ReadonlyArray<string>) => Effect.flatMap(decidedAmongRows({ ids }), decodeDecidedRows)
   } as const
 })
 type ApprovalRows = Effect.Effect.Success<typeof makeApprovalRows>
@@ -130,10 +154,12 @@ type WakeupsService = Effect.Effect.Success<typeof Wakeups>
 
 /**
  * Decisions: made once (a conditional update, with `ApprovalDecided` published in its transaction) and
- * waited for (at most `ms`, parked on the event, re-reading every `recheckMs` for a decision made in
- * another process — the `sophia approvals` CLI on the same SQLite file publishes no event here).
+ * waited for (at most `ms`): a poll parked in Wakeups, woken by `ApprovalDecided` — this daemon's, another
+ * daemon's, or a decision another process made (the `sophia approvals` CLI), which `ForeignWrites` finds for
+ * every approval waited on at once (wakeups/Foreign.ts); no timer per poll. The waits of one connection on
+ * one approval share each read; each connection holds at most `SOPHIA_APPROVAL_POLLS_PER_CONNECTION` of them.
  */
-const makeDecisions = (rows: ApprovalRows, events: EventsService, wakeups: WakeupsService, recheckMs: number) => {
+const makeDecisions = (rows: ApprovalRows, events: EventsService, wakeups: WakeupsService) => {
   const setDecision = (id: string, status: "approved" | "denied", via: string) =>
     Effect.gen(function*() {
       const at = yield* nowIso
@@ -143,23 +169,18 @@ const makeDecisions = (rows: ApprovalRows, events: EventsService, wakeups: Wakeu
       return yield* rows.mustExist(id)
     }).pipe(events.transaction)
 
-  /** Parks before it reads, so a decision between the two is never missed. */
-  const awaitDecision = (row: ApprovalRow, ms: number) =>
-    Effect.gen(function*() {
-      const deadline = (yield* Clock.currentTimeMillis) + ms
-      const decided = (e: { readonly _tag: string }) => e._tag === "ApprovalDecided" && (e as ApprovalDecided).approval_id === row.id
-      while (true) {
-        const done = yield* Effect.scoped(Effect.gen(function*() {
-          const woken = yield* wakeups.park(row.user_id, decided)
-          const now = yield* rows.mustExist(row.id)
-          const t = yield* Clock.currentTimeMillis
-          if (now.status !== "pending" || t >= deadline) return Option.some(now)
-          yield* Effect.timeoutOption(woken, Duration.millis(Math.max(1, Math.min(recheckMs, deadline - t))))
-          return Option.none<ApprovalRow>()
-        }))
-        if (Option.isSome(done)) return done.value
-      }
-    })
+  /** Wait for `row`'s decision as `owner` (the caller's connection); parks before it reads, so no decision is missed. */
+  const awaitDecision = (owner: PollOwner, row: ApprovalRow, ms: number) =>
+    Effect.flatMap(Clock.currentTimeMillis, (now) =>
+      wakeups.poll("approval", {
+        owner,
+        key: `approval:${row.id}`,
+        matches: (e) => e._tag === "ApprovalDecided" && e.approval_id === row.id,
+        sharing: "shared",
+        deadline: now + ms,
+        read: rows.mustExist(row.id),
+        found: (r) => r.status !== "pending"
+      }))
 
   return { setDecision, awaitDecision } as const
 }
@@ -188,10 +209,24 @@ const pendingRefusal = (request: { readonly tool: GatedTool; readonly decision: 
 }
 
 /** The approval flow of one gated call (see the `Approvals` comment). */
-const makeGate = (rows: ApprovalRows, events: EventsService, decisions: Decisions, waitMs: number) => {
-  /** A new pending approval for this binding, published with its creation (the owner has something to decide). */
+const makeGate = (rows: ApprovalRows, events: EventsService, decisions: Decisions, waitMs: number, pendingCap: number) => {
+  /**
+   * A new pending approval for this binding, published with its creation (the owner has something to decide) —
+   * unless the connection already has `pendingCap` pending: then `RateLimited`, until the owner decides some.
+   */
   const create = (caller: Caller, tool: GatedTool, args: unknown, hash: string) =>
     Effect.gen(function*() {
+      // counted and created under the connection's lock (store/Locking.ts): two daemons never both take the last place
+      yield* serialize(rows.sql, `approvals-pending/${caller.connectionId}`)
+      if ((yield* rows.pendingOf(caller.connectionId)) >= pendingCap) {
+        return yield* new RateLimited({
+          what: "pending approvals",
+          limit: pendingCap,
+          retry_after_s: 60,
+          setting: PENDING_APPROVALS_SETTING,
+          hint: "wait for the owner to decide this connection's pending approvals (sophia.approval_status with wait_s) before asking for more"
+        })
+      }
       const id = `apr-${randomUUID()}`
       const at = yield* nowIso
       const bound = JSON.stringify(boundArgs(args))
@@ -283,7 +318,11 @@ const makeGate = (rows: ApprovalRows, events: EventsService, decisions: Decision
         )
         if (answer !== "cancel") row = yield* decisions.setDecision(row.id, answer === "accept" ? "approved" : "denied", "elicitation")
       }
-      if (row.status === "pending" && waitMs > 0) row = yield* decisions.awaitDecision(row, waitMs)
+      if (row.status === "pending" && waitMs > 0) {
+        // (at the cap on parked approval waits the call does not wait: it is refused pending at once, as by default)
+        const pending = row
+        row = yield* decisions.awaitDecision(request.caller, pending, waitMs).pipe(Effect.catchTag("RateLimited", () => Effect.succeed(pending)))
+      }
       switch (row.status) {
         case "pending":
           return yield* pendingRefusal(request, row.id, bound.setAside)
@@ -312,12 +351,14 @@ export class Approvals extends Effect.Service<Approvals>()("sophia/Approvals", {
     const rows = yield* makeApprovalRows
     // how long a gated call itself waits for a decision: none by default (refused at once, with a hint)
     const waitMs = yield* Config.integer("SOPHIA_APPROVAL_WAIT_MS").pipe(Config.withDefault(0), Effect.orDie)
-    // a decision made in another process publishes no event here: a waiting poll re-reads this often as well
-    const recheckMs = yield* Config.integer("SOPHIA_APPROVAL_RECHECK_MS").pipe(Config.withDefault(1_000), Effect.orDie)
-    const decisions = makeDecisions(rows, events, wakeups, recheckMs)
+    const pendingCap = yield* Config.integer(PENDING_APPROVALS_SETTING).pipe(
+      Config.withDefault(PENDING_APPROVALS_PER_CONNECTION),
+      Effect.orDie
+    )
+    const decisions = makeDecisions(rows, events, wakeups)
 
     /** Gate one call (see the class comment); the span is `Approvals.gate`, tagged with the tool. */
-    const gate = spanned("Approvals.gate", makeGate(rows, events, decisions, waitMs))
+    const gate = spanned("Approvals.gate", makeGate(rows, events, decisions, waitMs, Math.max(1, pendingCap)))
 
     /** Rows as the owner sees them, names joined live through Auth. */
     const toInfos = (approvals: ReadonlyArray<ApprovalRow>) =>
@@ -388,7 +429,7 @@ export class Approvals extends Effect.Service<Approvals>()("sophia/Approvals", {
         }
         const waitS = input.wait_s ?? 0
         const row = found.value.status === "pending" && waitS > 0
-          ? yield* decisions.awaitDecision(found.value, Math.round(waitS * 1000))
+          ? yield* decisions.awaitDecision(caller, found.value, Math.round(waitS * 1000))
           : found.value
         const result: ApprovalStatusResult = {
           approval_id: row.id,
@@ -405,6 +446,30 @@ export class Approvals extends Effect.Service<Approvals>()("sophia/Approvals", {
       }, Effect.catchTag("SqlError", "ParseError", Effect.die))
     )
 
-    return { gate, list, recentlyDecided, decide, status, waitMs, stamp } as const
+    /**
+     * The decisions among these approvals, as the events that said them: how `ForeignWrites` (wakeups/Foreign.ts)
+     * reports decisions another process made (the CLI's publish nothing here). Statements of at most 500 ids.
+     */
+    const decisionsAmong = spanned(
+      "Approvals.decisionsAmong",
+      Effect.fnUntraced(function*(ids: ReadonlyArray<string>) {
+        const decided: Array<ApprovalDecided> = []
+        for (let i = 0; i < ids.length; i += IDS_AT_ONCE) {
+          for (const r of yield* rows.decidedAmong(ids.slice(i, i + IDS_AT_ONCE))) {
+            decided.push(new ApprovalDecided({
+              user_id: r.user_id,
+              approval_id: r.id,
+              connection_id: r.connection_id,
+              status: r.status === "denied" ? "denied" : "approved",
+              via: r.decided_via ?? "cli",
+              at: r.decided_at ?? ""
+            }))
+          }
+        }
+        return decided
+      }, Effect.catchTag("SqlError", "ParseError", Effect.die))
+    )
+
+    return { gate, list, recentlyDecided, decide, status, waitMs, stamp, decisionsAmong } as const
   })
 }) {}

@@ -1,71 +1,129 @@
-import { Deferred, Effect, Exit, type Scope } from "effect"
+import { Clock, Config, Effect } from "effect"
+import type { RateLimited } from "../domain/Errors.js"
+import { Unauthenticated } from "../domain/Errors.js"
 import type { DomainEvent } from "../domain/Events.js"
+import type { PollOwner, PollSpec } from "./wakeups/Groups.js"
+import { makeGroups } from "./wakeups/Groups.js"
+import { makeHolds } from "./wakeups/Holds.js"
+import { makeRevocations, makeWatchers } from "./wakeups/Watchers.js"
 
-/** One parked long poll: which committed events concern it (an over-approximation is fine: a woken poll re-reads). */
-interface Parked {
-  readonly matches: (event: DomainEvent) => boolean
-  readonly wake: () => void
-}
+export type { PollOwner, PollSpec } from "./wakeups/Groups.js"
+
+/** The settings that raise the per-connection caps on parked polls (named in their refusals). */
+export const LONG_POLLS_SETTING = "SOPHIA_LONG_POLLS_PER_CONNECTION"
+export const APPROVAL_POLLS_SETTING = "SOPHIA_APPROVAL_POLLS_PER_CONNECTION"
+/** Parked polls one connection may hold at once in a daemon, by default (docs/architecture.md, Limits). */
+export const LONG_POLLS_PER_CONNECTION = 8
+export const APPROVAL_POLLS_PER_CONNECTION = 8
+/** Reads made on wake-ups at once, across the daemon (each further one waits its turn there). */
+const WAKE_READS_AT_ONCE = 2
+
+/** Which cap a poll counts against: `coordination_inbox` with `wait_s`, or a wait for an approval's decision. */
+export type PollKind = "inbox" | "approval"
 
 /**
- * Wake-ups for long polls (`coordination_inbox` with `wait_s`, `approval_status` with `wait_s`, resource
- * subscriptions). A long poll parks here (a scoped registration: interrupting the poll, or the client going
- * away, removes it) and is woken when a committed event that concerns it is fed in. It owns no table and
- * reads nothing: after a wake-up the poll re-reads through the service that owns the data.
+ * Wake-ups for long polls (`coordination_inbox` with `wait_s`, `approval_status` with `wait_s`, a gated call
+ * waiting for its decision), resource subscriptions and MCP sessions. It owns no table and reads nothing: a
+ * poll re-reads through the service that owns the data, this service says when.
  *
- * The feed is the one obvious place where events enter: `feed(event)`. `layers/App.ts` wires it to the
- * events service's committed-only listener (`WakeupFeed`); a cross-daemon source (LISTEN/NOTIFY on
- * Postgres) feeds the same method. Cost per event: one map lookup by user, then one predicate per poll
- * parked for that user (none for the other users' polls).
+ * - Polls park in groups, one per connection and read (`wakeups/Groups.ts`): an event wakes a group once, one
+ *   of its polls reads, and what it found settles the others (a read that consumed the posts leaves the others
+ *   nothing new; a read that consumed nothing is returned by all). Reads on wake-ups take one of
+ *   `WAKE_READS_AT_ONCE` turns, so a post that wakes many connections does not queue all their reads in front
+ *   of other users' calls.
+ * - Each connection holds at most `SOPHIA_LONG_POLLS_PER_CONNECTION` parked inbox polls and
+ *   `SOPHIA_APPROVAL_POLLS_PER_CONNECTION` parked approval waits (8 each); one more is refused `rate_limited`
+ *   (`wakeups/Holds.ts`), the place given back when the poll ends.
+ * - A connection's revocation (`ConnectionRevoked`) ends its polls at once (`Unauthenticated`), drops its
+ *   subscriptions before any later event, and ends whatever waits on `revocation` (its MCP sessions).
+ *
+ * Events enter through `feed`, in commit order: `layers/App.ts` wires it to the events service's committed
+ * listener (`WakeupFeed`), which also hears other daemons' events (Postgres, layers/CrossDaemon.ts) and other
+ * processes' revocations and decisions (`ForeignWrites`, wakeups/Foreign.ts: it asks about the connections and
+ * approvals `held` here). Cost per event: one map lookup by user, then one predicate per group of that user.
  */
 export class Wakeups extends Effect.Service<Wakeups>()("sophia/Wakeups", {
-  sync: () => {
-    const byUser = new Map<string, Set<Parked>>()
-    let count = 0
+  effect: Effect.gen(function*() {
+    const longPolls = yield* Config.integer(LONG_POLLS_SETTING).pipe(Config.withDefault(LONG_POLLS_PER_CONNECTION), Effect.orDie)
+    const approvalPolls = yield* Config.integer(APPROVAL_POLLS_SETTING).pipe(
+      Config.withDefault(APPROVAL_POLLS_PER_CONNECTION),
+      Effect.orDie
+    )
+    const holds = {
+      inbox: makeHolds({
+        what: "parked long polls (coordination_inbox with wait_s)",
+        limit: Math.max(1, longPolls),
+        setting: LONG_POLLS_SETTING,
+        hint: "wait for one of this connection's long polls to return (each ends by its wait_s), or read without wait_s"
+      }),
+      approval: makeHolds({
+        what: "parked approval waits (approval_status with wait_s)",
+        limit: Math.max(1, approvalPolls),
+        setting: APPROVAL_POLLS_SETTING,
+        hint: "wait for one of this connection's approval_status waits to return (each ends by its wait_s)"
+      })
+    } as const
+    const wakeReads = yield* Effect.makeSemaphore(WAKE_READS_AT_ONCE)
+    const groups = makeGroups((read) => wakeReads.withPermits(1)(read))
+    const revocations = makeRevocations()
+    const { isRevoked } = revocations
+    const watchers = makeWatchers(isRevoked)
 
-    const register = (userId: string, parked: Parked) =>
-      Effect.acquireRelease(
-        Effect.sync(() => {
-          let set = byUser.get(userId)
-          if (!set) byUser.set(userId, set = new Set())
-          set.add(parked)
-          count++
-        }),
-        () =>
-          Effect.sync(() => {
-            const set = byUser.get(userId)
-            if (set?.delete(parked)) {
-              count--
-              if (set.size === 0) byUser.delete(userId)
-            }
-          })
+    /**
+     * A long poll, capped per connection (`kind`), grouped and woken as the class comment says; a revoked
+     * connection's poll ends `Unauthenticated`.
+     */
+    const poll = <A, E>(kind: PollKind, spec: PollSpec<A, E>): Effect.Effect<A, E | Unauthenticated | RateLimited> =>
+      Effect.suspend(() =>
+        isRevoked(spec.owner.connectionId)
+          ? Effect.fail(new Unauthenticated())
+          : Effect.scoped(Effect.zipRight(holds[kind].hold(spec.owner.connectionId, spec.deadline), groups.poll(spec)))
       )
 
-    /** Register interest until the scope closes; the returned effect completes at the first matching event. */
-    const park = (userId: string, matches: (event: DomainEvent) => boolean): Effect.Effect<Effect.Effect<void>, never, Scope.Scope> =>
-      Effect.gen(function*() {
-        const woken = yield* Deferred.make<void>()
-        yield* register(userId, { matches, wake: () => Deferred.unsafeDone(woken, Exit.void) })
-        return Deferred.await(woken)
-      })
-
-    /** Call `onEvent` for every matching event until the scope closes (a resource subscription). */
-    const watch = (userId: string, matches: (event: DomainEvent) => boolean, onEvent: () => void): Effect.Effect<void, never, Scope.Scope> =>
-      register(userId, { matches, wake: onEvent })
-
-    /** A committed event (from this daemon's events service, or from another daemon): wake whom it concerns. */
+    /**
+     * A committed event (this daemon's, another daemon's, or another process's as `ForeignWrites` found it). A
+     * revocation first ends the connection's polls, drops its subscriptions and tells its sessions.
+     */
     const feed = (event: DomainEvent): Effect.Effect<void> =>
-      Effect.sync(() => {
-        const set = byUser.get(event.user_id)
-        if (!set) return
-        for (const parked of set) {
-          if (parked.matches(event)) parked.wake()
-        }
-      })
+      Effect.flatMap(Clock.currentTimeMillis, (now) =>
+        Effect.sync(() => {
+          if (event._tag === "ConnectionRevoked") {
+            revocations.revoke(event.connection_id, now)
+            groups.revoke(event.connection_id)
+            watchers.drop(event.user_id, event.connection_id)
+          }
+          groups.wake(event)
+          watchers.notify(event)
+        }))
 
-    /** How many polls are parked right now (tests: an abandoned poll leaves nothing behind). */
-    const parkedCount = () => count
+    /**
+     * What is held here now: each connection with a parked poll, a subscription or a session waiting on its
+     * revocation (connection id → user id), none already heard revoked.
+     */
+    const held = (): ReadonlyMap<string, string> => {
+      const connections = new Map<string, string>()
+      groups.connections(connections)
+      watchers.connections(connections)
+      revocations.connections(connections)
+      for (const connectionId of revocations.revokedIds()) connections.delete(connectionId)
+      return connections
+    }
 
-    return { park, watch, feed, parkedCount } as const
-  }
+    return {
+      poll,
+      park: watchers.park,
+      watch: watchers.watch,
+      revocation: revocations.revocation,
+      feed,
+      held,
+      isRevoked,
+      /** the keys of parked poll groups under a prefix (`approval:` → the approvals waited on) */
+      awaitedKeys: groups.keysWith,
+      /** how many polls and subscriptions are parked right now (tests: an abandoned poll leaves nothing behind) */
+      parkedCount: () => groups.parkedCount() + watchers.count(),
+      /** parked polls, their groups, and the reads made on wake-ups so far (tests, the benchmark) */
+      stats: groups.stats,
+      limits: { inbox: holds.inbox.limit, approval: holds.approval.limit }
+    } as const
+  })
 }) {}

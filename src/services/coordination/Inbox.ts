@@ -1,12 +1,13 @@
 import { SqlClient } from "@effect/sql"
-import { Clock, Duration, Effect, Option } from "effect"
+import { Clock, Effect, Option } from "effect"
 import type { Caller } from "../../domain/Auth.js"
 import type { InboxInput, InboxResult } from "../../domain/Coordination.js"
-import { ValidationError } from "../../domain/Errors.js"
+import { Unauthenticated, ValidationError } from "../../domain/Errors.js"
 import type { DomainEvent } from "../../domain/Events.js"
 import { nowIso } from "../../domain/Time.js"
 import { Auth } from "../Auth.js"
 import { spanned } from "../Spans.js"
+import type { PollSpec } from "../Wakeups.js"
 import { Wakeups } from "../Wakeups.js"
 import type { makeInboxPages, PageFilter } from "./InboxPages.js"
 import type { makeReadMarks, ScanAdvance } from "./ReadMarks.js"
@@ -50,6 +51,39 @@ const wouldReturn = (caller: Caller, input: InboxInput) => {
     (!unreadOnly || event.author !== caller.connectionId)
 }
 
+/**
+ * The long polls that read the same thing: a connection's polls with the same arguments (`wait_s` aside; the
+ * projection is applied after the read) form one group in Wakeups.
+ */
+const pollKey = (input: InboxInput) => {
+  const { wait_s: _wait, ...read } = input
+  const kinds = read.kinds === undefined ? undefined : [...new Set(read.kinds)].sort()
+  const entries = Object.entries({ ...read, kinds }).filter(([, v]) => v !== undefined)
+  return `inbox:${JSON.stringify(entries.sort(([a], [b]) => (a < b ? -1 : 1)))}`
+}
+
+/**
+ * A long poll as Wakeups parks it: read, and with nothing to return wait for a post it would return or the
+ * deadline. The connection's polls with the same arguments share each wake-up: an unread read that marks what
+ * it returns consumes it for all of them (the others read again only if it returned a full page); any other
+ * read (a peek, the conversation) is what each of them returns. Ends early, never late; `Unauthenticated` once
+ * the connection is revoked.
+ */
+const longPollOf = <E>(caller: Caller, input: InboxInput, deadline: number, read: Effect.Effect<InboxResult, E>): PollSpec<InboxResult, E> => {
+  const unreadOnly = input.unread_only ?? (input.channel === undefined)
+  const limit = input.limit ?? DEFAULT_INBOX_LIMIT
+  return {
+    owner: caller,
+    key: pollKey(input),
+    matches: wouldReturn(caller, input),
+    sharing: unreadOnly && input.peek !== true ? "consumed" : "shared",
+    deadline,
+    read,
+    found: (result) => result.posts.length > 0,
+    more: (result) => result.posts.length >= limit
+  }
+}
+
 export const makeInbox = ({ inboxLimit, pages, readMarks, unread }: InboxParts) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -71,7 +105,16 @@ export const makeInbox = ({ inboxLimit, pages, readMarks, unread }: InboxParts) 
           )
       )
 
-    const readInbox = (caller: Caller, input: InboxInput) =>
+    /**
+     * A long poll's read ends `Unauthenticated` once its connection is revoked, checked after the page was read
+     * (in its transaction): a page holding a post committed after the revocation is never returned, and what
+     * the read marked is rolled back. One lookup by primary key.
+     */
+    const stillLive = (caller: Caller) =>
+      Effect.flatMap(auth.get(caller.connectionId), (info) =>
+        Option.exists(info, (c) => c.revoked_at === null) ? Effect.void : Effect.fail(new Unauthenticated()))
+
+    const readInbox = (caller: Caller, input: InboxInput, live: boolean) =>
       Effect.gen(function*() {
         const limit = input.limit ?? DEFAULT_INBOX_LIMIT
         if (limit > inboxLimit) {
@@ -117,6 +160,7 @@ export const makeInbox = ({ inboxLimit, pages, readMarks, unread }: InboxParts) 
           beforeSeq: input.before_seq
         }
         const rows = yield* pages.page(filter, limit, newest)
+        if (live) yield* stillLive(caller)
 
         if (mark) {
           const now = yield* nowIso
@@ -151,35 +195,18 @@ export const makeInbox = ({ inboxLimit, pages, readMarks, unread }: InboxParts) 
      */
     const watchUnread = spanned("Coordination.watchUnread", (caller: Caller, channel: string | undefined, onUpdate: () => void) =>
       wakeups.watch(
-        caller.userId,
+        caller,
         wouldReturn(caller, { ...(channel !== undefined ? { channel } : {}), unread_only: true }),
         onUpdate
       ))
 
-    const readOnce = (caller: Caller, input: InboxInput) =>
-      input.peek === true ? readInbox(caller, input) : sql.withTransaction(readInbox(caller, input))
+    const readOnce = (caller: Caller, input: InboxInput, live = false) =>
+      input.peek === true ? readInbox(caller, input, live) : sql.withTransaction(readInbox(caller, input, live))
 
-    /**
-     * A long poll: park first (so no post can slip between the read and the wait), read, and with nothing
-     * to return wait for a wake-up or the deadline, then read again. Ends early, never late; interrupted
-     * (the client went away), its parking is released with the scope.
-     */
+    /** A long poll (see `longPollOf`), counted against the connection's cap on parked long polls. */
     const longPoll = (caller: Caller, input: InboxInput, waitS: number) =>
-      Effect.gen(function*() {
-        const deadline = (yield* Clock.currentTimeMillis) + Math.round(waitS * 1000)
-        const matches = wouldReturn(caller, input)
-        while (true) {
-          const done = yield* Effect.scoped(Effect.gen(function*() {
-            const woken = yield* wakeups.park(caller.userId, matches)
-            const result = yield* readOnce(caller, input)
-            const now = yield* Clock.currentTimeMillis
-            if (result.posts.length > 0 || now >= deadline) return Option.some(result)
-            yield* Effect.timeoutOption(woken, Duration.millis(deadline - now))
-            return Option.none<InboxResult>()
-          }))
-          if (Option.isSome(done)) return done.value
-        }
-      })
+      Effect.flatMap(Clock.currentTimeMillis, (now) =>
+        wakeups.poll("inbox", longPollOf(caller, input, now + Math.round(waitS * 1000), readOnce(caller, input, true))))
 
     /**
      * The caller's inbox. Reading marks exactly the returned posts read for this connection (unless
