@@ -13,6 +13,7 @@ export interface CreateOptions extends Globals {
   readonly user: string | undefined
   readonly scope: string | undefined
   readonly backlog: boolean
+  readonly allowElicitation: boolean
 }
 
 export const connectionCreate = (o: CreateOptions) =>
@@ -25,6 +26,7 @@ export const connectionCreate = (o: CreateOptions) =>
           profile: o.profile,
           user: o.user,
           backlog: o.backlog,
+          allowElicitation: o.allowElicitation,
           scope: (o.scope ?? "").split(",").map((x) => x.trim()).filter((x) => x.length > 0)
         })))
     yield* printJson({ connection_id: m.connection_id, name: m.name, profile: m.profile, user_id: m.user_id, bearer: m.bearer })

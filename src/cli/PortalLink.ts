@@ -28,7 +28,7 @@ const answers = (address: DaemonAddress) =>
   }).pipe(Effect.orElseSucceed(() => false))
 
 /** The first recorded daemon that answers, newest first (probed together: a dead one costs one timeout). */
-const liveAddress = (addresses: ReadonlyArray<DaemonAddress>) =>
+export const liveAddress = (addresses: ReadonlyArray<DaemonAddress>) =>
   Effect.map(Effect.forEach(addresses, answers, { concurrency: "unbounded" }), (ok) => addresses.find((_, i) => ok[i]))
 
 const hostForUrl = (host: string) => (host.includes(":") ? `[${host}]` : host === "0.0.0.0" ? "127.0.0.1" : host)

@@ -8,20 +8,38 @@
 import { Command, CommanderError, InvalidArgumentError, Option } from "commander"
 import type { Effect } from "effect"
 import { closest } from "../domain/Names.js"
-import type { LogFormat, LogLevelName } from "../observability/Logging.js"
-import { LOG_FORMATS, LOG_LEVELS } from "../observability/Logging.js"
+import type { LogFormat, LogLevelName } from "../observability/LogNames.js"
+import { LOG_FORMATS, LOG_LEVELS } from "../observability/LogNames.js"
 import { VERSION } from "../Version.js"
-import * as Owner from "./Owner.js"
-import { portal } from "./PortalLink.js"
-import { serve, stdio } from "./Serve.js"
 import type { Globals } from "./Store.js"
-import { DEFAULT_DB } from "./Store.js"
 
-/** What the command line asks for: run an Effect, or it was answered (help, version), or it is wrong. */
+/** The SQLite file every command uses unless told (`--db`). */
+const DEFAULT_DB = "./.sophia/sophia.db"
+
+/**
+ * A command's handler, loaded only when that command runs (so `--version`, `hook` or `watch` never load
+ * Effect or the library): an Effect program (run by cli/RunEffect.ts), or a plain async function.
+ */
+export type Handler<O = any> =
+  | { readonly _tag: "Effect"; readonly load: () => Promise<(o: O) => Effect.Effect<void, unknown>> }
+  | { readonly _tag: "Plain"; readonly load: () => Promise<(o: O) => Promise<void>> }
+
+export const effectful = <O>(load: () => Promise<(o: O) => Effect.Effect<void, unknown>>): Handler<O> => ({ _tag: "Effect", load })
+export const plain = <O>(load: () => Promise<(o: O) => Promise<void>>): Handler<O> => ({ _tag: "Plain", load })
+
+/** What the command line asks for: run a handler, or it was answered (help, version), or it is wrong. */
 export type Parsed =
-  | { readonly _tag: "Run"; readonly run: Effect.Effect<void, unknown>; readonly logLevel: LogLevelName; readonly logFormat: LogFormat }
+  | {
+    readonly _tag: "Run"
+    readonly handler: Handler
+    readonly options: Record<string, unknown>
+    readonly logLevel: LogLevelName
+    readonly logFormat: LogFormat
+  }
   | { readonly _tag: "Answered" }
   | { readonly _tag: "Refused"; readonly message: string }
+
+type Chosen = { run?: { readonly handler: Handler; readonly options: Record<string, unknown> }; answered?: boolean }
 
 /** A parser error from one command (commander's own errors carry no command). */
 class Located extends Error {
@@ -44,7 +62,7 @@ const port = (value: string) => {
 }
 
 /** A group (or the program): alone it prints its help; an unknown word is refused with its commands listed. */
-const groupAction = (chosen: { run?: Effect.Effect<void, unknown>; answered?: boolean }) =>
+const groupAction = (chosen: Chosen) =>
   function(this: Command, word: string | undefined) {
     if (word === undefined) {
       this.outputHelp()
@@ -58,7 +76,7 @@ const groupAction = (chosen: { run?: Effect.Effect<void, unknown>; answered?: bo
   }
 
 /** Builds the command tree; `chosen` receives the Effect of the command the line names. */
-const program = (chosen: { run?: Effect.Effect<void, unknown>; answered?: boolean }) => {
+const program = (chosen: Chosen) => {
   const root = new Command("sophia")
     .description("the shared state layer (MCP server) for fleets of AI agents")
     .version(VERSION, "-v, --version", "print the version")
@@ -78,13 +96,13 @@ const program = (chosen: { run?: Effect.Effect<void, unknown>; answered?: boolea
     .action(groupAction(chosen))
 
   /** A leaf command whose handler gets its own options with the globals. */
-  const leaf = <O>(parent: Command, name: string, description: string, handler: (o: O) => Effect.Effect<void, unknown>) => {
+  const leaf = <O>(parent: Command, name: string, description: string, handler: Handler<O>) => {
     // (a group takes any words, to refuse them itself; a leaf takes only the arguments it declares)
     const command = parent.command(name).description(description).allowExcessArguments(false)
     command.action((...args: Array<unknown>) => {
       const self = args[args.length - 1] as Command
       const positional = Object.fromEntries(self.registeredArguments.map((a, i) => [camel(a.name()), args[i]]))
-      chosen.run = handler({ ...self.optsWithGlobals(), ...positional } as O)
+      chosen.run = { handler, options: { ...self.optsWithGlobals(), ...positional } }
     })
     return command
   }
@@ -98,15 +116,21 @@ const program = (chosen: { run?: Effect.Effect<void, unknown>; answered?: boolea
   const user = () => new Option("--user <name>", "user name (default: the owner)")
   const selector = ["<id|name>", "connection id, its first 8 characters, or its name"] as const
 
-  leaf(root, "serve", "run the daemon: Streamable HTTP MCP at /mcp, REST at /api/tools/<tool>, /healthz, /metrics", serve)
+  const owner = <O>(pick: (m: typeof import("./Owner.js")) => (o: O) => Effect.Effect<void, unknown>) =>
+    effectful(async () => pick(await import("./Owner.js")))
+  const serveCmd = effectful(async () => (await import("./Serve.js")).serve)
+  const stdioCmd = effectful(async () => (await import("./Serve.js")).stdio)
+  const portalCmd = effectful(async () => (await import("./PortalLink.js")).portal)
+
+  leaf(root, "serve", "run the daemon: Streamable HTTP MCP at /mcp, REST at /api/tools/<tool>, /healthz, /metrics", serveCmd)
     .addOption(new Option("--host <host>", "interface to listen on").default("127.0.0.1"))
     .addOption(new Option("--port <port>", "TCP port (0 picks a free one)").argParser(port).default(7337))
     .addOption(toolNames())
-  leaf(root, "stdio", "MCP over stdin/stdout for one connection (bearer from env SOPHIA_BEARER); logs go to stderr", stdio)
+  leaf(root, "stdio", "MCP over stdin/stdout for one connection (bearer from env SOPHIA_BEARER); logs go to stderr", stdioCmd)
     .addOption(toolNames())
 
   const connection = group("connection", "mint, list, revoke and rename the connections agents use")
-  leaf(connection, "create", "mint a connection; prints one JSON object with its bearer (shown once)", Owner.connectionCreate)
+  leaf(connection, "create", "mint a connection; prints one JSON object with its bearer (shown once)", owner((m) => m.connectionCreate))
     .addOption(new Option("--name <name>", "the agent's name (unique among live connections)").makeOptionMandatory())
     .addOption(
       new Option("--profile <profile>", "observer reads; assistant also coordinates (writes need approval); full also writes")
@@ -115,31 +139,53 @@ const program = (chosen: { run?: Effect.Effect<void, unknown>; answered?: boolea
     .addOption(user())
     .addOption(new Option("--scope <ids>", "entity ids this connection may read, comma-separated (default: all)"))
     .addOption(new Option("--backlog", "start with the channels' history unread (default: caught up; posts to it count)").default(false))
-  leaf(connection, "list", "list connections (a table; --json for one JSON array, never their bearers)", Owner.connectionList)
+    .addOption(
+      new Option("--allow-elicitation", "its own MCP client may approve its plain writes by elicitation (default: the owner decides)")
+        .default(false)
+    )
+  leaf(connection, "list", "list connections (a table; --json for one JSON array, never their bearers)", owner((m) => m.connectionList))
     .addOption(user())
     .addOption(new Option("--json", "one JSON array instead of the table").default(false))
-  leaf(connection, "revoke", "revoke a connection; its bearer stops working on the next call", Owner.connectionRevoke)
+  leaf(connection, "revoke", "revoke a connection; its bearer stops working on the next call", owner((m) => m.connectionRevoke))
     .addOption(user()).argument(...selector)
-  leaf(connection, "rename", "rename a connection (past posts show the new name)", Owner.connectionRename)
+  leaf(connection, "rename", "rename a connection (past posts show the new name)", owner((m) => m.connectionRename))
     .addOption(user()).argument(...selector).argument("<new-name>", "the new name")
 
   const ledger = group("ledger", "check the hash-chained work ledger")
-  leaf(ledger, "verify", "recompute every ledger hash and state from scratch; JSON report, exit 1 on a break", Owner.ledgerVerify)
+  leaf(ledger, "verify", "recompute every ledger hash and state from scratch; JSON report, exit 1 on a break", owner((m) => m.ledgerVerify))
 
   const approvals = group("approvals", "the owner's decisions on gated calls")
-  leaf(approvals, "list", "list approvals waiting for the owner, as JSON", Owner.approvalsList)
+  leaf(approvals, "list", "list approvals waiting for the owner, as JSON", owner((m) => m.approvalsList))
     .addOption(new Option("--all", "decided and executed ones too (default: pending only)").default(false))
   const approvalId = ["<approval-id>", "the approval's id (from approvals list)"] as const
-  leaf(approvals, "approve", "approve a pending call; the agent's repeated call (with approval_id) then runs once", Owner.approvalsDecide("approved"))
+  leaf(approvals, "approve", "approve a pending call; the agent's repeated call (with approval_id) then runs once", owner((m) => m.approvalsDecide("approved")))
     .argument(...approvalId)
-  leaf(approvals, "deny", "deny a pending call; the agent's repeated call is refused with approval_denied", Owner.approvalsDecide("denied"))
+  leaf(approvals, "deny", "deny a pending call; the agent's repeated call is refused with approval_denied", owner((m) => m.approvalsDecide("denied")))
     .argument(...approvalId)
 
-  leaf(root, "portal", "print a one-time login link for the owner's portal (10 minutes, one use) on the daemon's address", portal)
+  leaf(root, "portal", "print a one-time login link for the owner's portal (10 minutes, one use) on the daemon's address", portalCmd)
     .addOption(new Option("--host <host>", "the daemon's interface (default: where the daemon serving this database listens)"))
     .addOption(new Option("--port <port>", "the daemon's port (default: where the daemon serving this database listens)").argParser(port))
     .addOption(new Option("--logout-all", "end every portal session now").default(false))
-  leaf(root, "backup", "an online, consistent copy of the SQLite database (safe while the daemon writes)", Owner.backup)
+  const url = () => new Option("--url <url>", "the daemon (default: env SOPHIA_URL, else http://127.0.0.1:7337)")
+  const hook = group("hook", "agent runtimes' hooks: the hook input on stdin, its output on stdout (bearer from env SOPHIA_BEARER)")
+  leaf(hook, "claude-code", "Claude Code's command hook: asks the daemon what this agent should hear now", plain(async () => (await import("./Hook.js")).hookClaudeCode))
+    .addOption(url())
+  leaf(root, "watch", "wait for posts this connection has not read and print them, a line each (bearer from env SOPHIA_BEARER)", plain(async () => (await import("./Watch.js")).watch))
+    .addOption(url())
+    .addOption(new Option("--channel <channel>", "only this channel's new posts"))
+    .addOption(new Option("--kinds <kinds>", "only these kinds, comma-separated (e.g. question,decision)"))
+    .addOption(new Option("--once", "exit after the first posts").default(false))
+    .addOption(new Option("--json", "one JSON object per post instead of a line").default(false))
+  const setup = group("setup", "connect an agent runtime's project to Sophia in one command")
+  leaf(setup, "claude-code", "mint a connection and merge the MCP server and the hooks into a Claude Code project (idempotent)", effectful(async () => (await import("./Setup.js")).setupClaudeCode))
+    .addOption(new Option("--name <name>", "the agent's name").makeOptionMandatory())
+    .addOption(new Option("--profile <profile>", "its profile").choices(["observer", "assistant", "full"]).makeOptionMandatory())
+    .addOption(new Option("--dir <dir>", "the project folder (default: the working folder)"))
+    .addOption(new Option("--url <url>", "the daemon (default: env SOPHIA_URL, else the daemon serving this database)"))
+    .addOption(new Option("--bearer <bearer>", "use this connection instead of minting one"))
+
+  leaf(root, "backup", "an online, consistent copy of the SQLite database (safe while the daemon writes)", owner((m) => m.backup))
     .addOption(new Option("--out <file>", "the new file to write (must not exist)").makeOptionMandatory())
 
   return root
@@ -193,7 +239,7 @@ const HELP = {
 
 /** The command line (`process.argv`) as what to do. */
 export const parseCommandLine = (argv: ReadonlyArray<string>): Parsed => {
-  const chosen: { run?: Effect.Effect<void, unknown>; answered?: boolean } = {}
+  const chosen: Chosen = {}
   const root = program(chosen)
   locateErrors(root)
   try {
@@ -208,5 +254,5 @@ export const parseCommandLine = (argv: ReadonlyArray<string>): Parsed => {
   }
   if (chosen.run === undefined) return { _tag: "Answered" }
   const globals = root.opts<Globals & { logLevel: LogLevelName; logFormat: LogFormat }>()
-  return { _tag: "Run", run: chosen.run, logLevel: globals.logLevel, logFormat: globals.logFormat }
+  return { _tag: "Run", ...chosen.run, logLevel: globals.logLevel, logFormat: globals.logFormat }
 }

@@ -10,8 +10,6 @@ import type { StoreChoice } from "../layers/App.js"
 /** An expected CLI failure: printed as `sophia: <message>`, exit 1. */
 export class CliFailure extends Schema.TaggedError<CliFailure>()("CliFailure", { message: Schema.String }) {}
 
-export const DEFAULT_DB = "./.sophia/sophia.db"
-
 /** The global flags as every handler reads them. */
 export interface Globals {
   readonly db: string

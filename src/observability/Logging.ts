@@ -6,8 +6,10 @@
 import { Cause, FiberId, Inspectable, List, Logger, LogLevel } from "effect"
 import type { Layer } from "effect"
 
-export type LogFormat = "json" | "pretty"
-export const LOG_FORMATS: ReadonlyArray<LogFormat> = ["pretty", "json"]
+import type { LogFormat, LogLevelName } from "./LogNames.js"
+
+export { LOG_FORMATS, LOG_LEVELS } from "./LogNames.js"
+export type { LogFormat, LogLevelName } from "./LogNames.js"
 
 const messageOf = (message: unknown): string => {
   const parts = Array.isArray(message) ? message : [message]
@@ -82,8 +84,6 @@ export const stderrColour = () => process.stderr.isTTY === true && (process.env.
 export const loggerLayer = (format: LogFormat): Layer.Layer<never> =>
   Logger.replace(Logger.defaultLogger, format === "json" ? jsonLogger : prettyLogger(stderrColour()))
 
-export const LOG_LEVELS = ["all", "trace", "debug", "info", "warning", "error", "fatal", "none"] as const
-export type LogLevelName = typeof LOG_LEVELS[number]
 
 export const logLevelOf = (name: LogLevelName): LogLevel.LogLevel =>
   ({

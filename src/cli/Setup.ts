@@ -1,0 +1,112 @@
+/**
+ * `sophia setup claude-code`: one command that connects a Claude Code project to Sophia. It mints the
+ * connection (or takes `--bearer`, or keeps the one this folder's `.mcp.json` already holds when it is a
+ * live connection of that name) and merges into `D/.mcp.json` the MCP server `sophia` (Streamable HTTP,
+ * bearer header) and into `D/.claude/settings.local.json` the hooks (HTTP hooks to the daemon's
+ * `/hooks/claude-code`). Idempotent: every existing entry is kept, Sophia's own are replaced, never
+ * doubled; it prints what it changed.
+ */
+import { Console, Effect, Option } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { DEFAULT_URL } from "./Daemon.js"
+import { liveAddress } from "./PortalLink.js"
+import type { Globals } from "./Store.js"
+import { CliFailure, storeOf, withServices } from "./Store.js"
+
+export interface SetupOptions extends Globals {
+  readonly name: string
+  readonly profile: "observer" | "assistant" | "full"
+  readonly dir: string | undefined
+  readonly url: string | undefined
+  readonly bearer: string | undefined
+}
+
+/** The Claude Code events the daemon answers (`/hooks/claude-code`). */
+const EVENTS = ["SessionStart", "UserPromptSubmit", "PostToolUse", "Stop", "SubagentStop"] as const
+const HOOK_PATH = "/hooks/claude-code"
+
+type Json = Record<string, any>
+
+const readJson = (file: string): Effect.Effect<Json | undefined, CliFailure> =>
+  Effect.try({
+    try: () => (fs.existsSync(file) ? JSON.parse(fs.readFileSync(file, "utf8")) as Json : undefined),
+    catch: (e) => new CliFailure({ message: `${file} is not valid JSON (${e instanceof Error ? e.message : String(e)}); fix or move it, nothing was changed` })
+  }).pipe(Effect.filterOrFail(
+    (j): j is Json | undefined => j === undefined || (typeof j === "object" && j !== null && !Array.isArray(j)),
+    () => new CliFailure({ message: `${file} is not a JSON object; fix or move it, nothing was changed` })
+  ))
+
+/** `.mcp.json` with the server `sophia` set; the other servers and keys untouched. */
+export const withServer = (config: Json | undefined, url: string, bearer: string): Json => ({
+  ...config,
+  mcpServers: { ...config?.mcpServers, sophia: { type: "http", url: `${url}/mcp`, headers: { Authorization: `Bearer ${bearer}` } } }
+})
+
+/** `settings.local.json` with one Sophia HTTP hook per event; every other hook, group and key kept. */
+export const withHooks = (settings: Json | undefined, url: string, bearer: string): Json => {
+  const hooks: Json = { ...settings?.hooks }
+  const ours = (h: Json) => h?.type === "http" && typeof h.url === "string" && h.url.endsWith(HOOK_PATH)
+  for (const event of EVENTS) {
+    const groups: Array<Json> = Array.isArray(hooks[event]) ? hooks[event] : []
+    const kept = groups
+      .map((g) => ({ ...g, hooks: Array.isArray(g.hooks) ? g.hooks.filter((h: Json) => !ours(h)) : g.hooks }))
+      .filter((g) => !Array.isArray(g.hooks) || g.hooks.length > 0)
+    const hook = { type: "http", url: `${url}${HOOK_PATH}`, headers: { Authorization: `Bearer ${bearer}` }, timeout: 30 }
+    hooks[event] = [...kept, event === "PostToolUse" ? { matcher: "*", hooks: [hook] } : { hooks: [hook] }]
+  }
+  return { ...settings, hooks }
+}
+
+/** The bearer this folder's `.mcp.json` already gives the server `sophia`, if any. */
+const bearerIn = (config: Json | undefined): string | undefined => {
+  const header = config?.mcpServers?.sophia?.headers?.Authorization
+  return typeof header === "string" && header.startsWith("Bearer ") ? header.slice(7) : undefined
+}
+
+const write = (file: string, before: Json | undefined, after: Json, what: string) =>
+  Effect.sync(() => {
+    const text = JSON.stringify(after, null, 2) + "\n"
+    if (before !== undefined && JSON.stringify(before, null, 2) + "\n" === text) return `unchanged ${file}`
+    fs.mkdirSync(path.dirname(file), { recursive: true })
+    fs.writeFileSync(`${file}.sophia-tmp`, text)
+    fs.renameSync(`${file}.sophia-tmp`, file) // whole or not at all
+    return `${before === undefined ? "created" : "updated"} ${file} (${what})`
+  })
+
+export const setupClaudeCode = (o: SetupOptions) =>
+  Effect.gen(function*() {
+    const dir = path.resolve(o.dir ?? ".")
+    const mcpFile = path.join(dir, ".mcp.json")
+    const settingsFile = path.join(dir, ".claude", "settings.local.json")
+    const [mcp, settings] = [yield* readJson(mcpFile), yield* readJson(settingsFile)]
+    const store = yield* storeOf(o)
+    const { bearer, minted, url } = yield* withServices(store, (app) =>
+      Effect.gen(function*() {
+        const auth = yield* app.Auth
+        const recorded = yield* (yield* app.Daemons).addresses()
+        const live = o.url ?? process.env.SOPHIA_URL ?? (yield* liveAddress(recorded))?.base_url ?? DEFAULT_URL
+        if (o.bearer !== undefined) return { bearer: o.bearer, minted: false, url: live }
+        // run again: the connection this folder already holds, when it is live and of that name
+        const held = bearerIn(mcp)
+        if (held !== undefined) {
+          const caller = yield* Effect.option(auth.authenticate(held))
+          if (Option.isSome(caller) && caller.value.name === o.name) return { bearer: held, minted: false, url: live }
+        }
+        const m = yield* auth.createConnection({ name: o.name, profile: o.profile })
+        return { bearer: m.bearer, minted: true, url: live }
+      }))
+    const base = url.replace(/\/+$/, "")
+    const who = minted
+      ? `minted connection "${o.name}" (${o.profile})`
+      : o.bearer !== undefined
+      ? "the connection of --bearer"
+      : `kept connection "${o.name}" (this folder already held its bearer)`
+    const lines = [
+      who,
+      yield* write(mcpFile, mcp, withServer(mcp, base, bearer), "MCP server sophia"),
+      yield* write(settingsFile, settings, withHooks(settings, base, bearer), `hooks ${EVENTS.join(", ")}`),
+      `daemon: ${base} (.mcp.json holds the bearer: keep it out of version control)`
+    ]
+    yield* Console.log(lines.join("\n"))
+  })

@@ -1,0 +1,141 @@
+/**
+ * The CLI as an agent's runtime uses it (real child processes against a real daemon): `sophia watch`
+ * returns on a post from another connection, `sophia setup claude-code` merges into a project's existing
+ * settings idempotently, `sophia hook claude-code` fails in one line when it cannot be answered, and
+ * `connection create --allow-elicitation` records the owner's allowance.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { SOPHIA, sophia, tempDb } from "../support/Cli.js"
+import { startDaemon } from "../support/Daemon.js"
+import { restCall } from "../support/HeadHistory.js"
+
+const noPg = { SOPHIA_DATABASE_URL: "" }
+
+/** A child `sophia` with stdin, resolving with its exit and output. */
+const run = (args: ReadonlyArray<string>, env: Record<string, string>, stdin = "") =>
+  new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
+    const child = spawn(process.execPath, [SOPHIA, ...args], { env: { ...process.env, ...noPg, ...env } })
+    let stdout = ""
+    let stderr = ""
+    child.stdout.on("data", (d) => (stdout += d))
+    child.stderr.on("data", (d) => (stderr += d))
+    child.once("exit", (status) => resolve({ status, stdout, stderr }))
+    child.stdin.end(stdin)
+  })
+
+describe("sophia watch / setup / hook", { timeout: 180_000 }, () => {
+  it("`watch --once` blocks until another connection posts, prints the post, and exits", async () => {
+    const db = tempDb()
+    const daemon = await startDaemon(db)
+    try {
+      const watcher = JSON.parse(sophia(["connection", "create", "--name", "watcher", "--profile", "observer", "--db", db], noPg).stdout)
+      const env = { SOPHIA_BEARER: watcher.bearer, SOPHIA_URL: daemon.baseUrl }
+      const watching = run(["watch", "--once"], env)
+      const asJson = run(["watch", "--once", "--json", "--channel", "arc:build-1"], env)
+      await new Promise((r) => setTimeout(r, 1500)) // both are parked on the long poll by now (or read it at once: either way)
+      const posted = await restCall(daemon.baseUrl, daemon.ownerBearer!, "sophia.coordination_post", {
+        channel: "arc:build-1",
+        kind: "question",
+        body: "who runs\nthe build?"
+      })
+      assert.strictEqual(posted.status, 200)
+      const [line, json] = await Promise.all([watching, asJson])
+      assert.strictEqual(line.status, 0, line.stderr)
+      assert.strictEqual(line.stdout, "[arc:build-1 #1] owner (question): who runs ⏎ the build?\n")
+      assert.strictEqual(json.status, 0, json.stderr)
+      assert.strictEqual(JSON.parse(json.stdout.trim()).body, "who runs\nthe build?")
+    } finally {
+      await daemon.kill()
+    }
+  })
+
+  it("`setup claude-code` twice keeps every existing entry and adds one server and one set of hooks; the bearer works", async () => {
+    const db = tempDb()
+    const daemon = await startDaemon(db)
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sophia-project-"))
+    fs.writeFileSync(path.join(dir, ".mcp.json"), JSON.stringify({ mcpServers: { other: { command: "other-server" } } }))
+    fs.mkdirSync(path.join(dir, ".claude"))
+    const mine = { type: "command", command: "echo mine" }
+    fs.writeFileSync(
+      path.join(dir, ".claude", "settings.local.json"),
+      JSON.stringify({ permissions: { allow: ["Bash(ls)"] }, hooks: { Stop: [{ hooks: [mine] }] } })
+    )
+    try {
+      const args = ["setup", "claude-code", "--name", "builder", "--profile", "full", "--dir", dir, "--db", db]
+      const first = sophia(args, noPg)
+      assert.strictEqual(first.status, 0, first.stderr)
+      assert.include(first.stdout, 'minted connection "builder"')
+      assert.include(first.stdout, `updated ${path.join(dir, ".mcp.json")}`)
+      const second = sophia(args, noPg)
+      assert.strictEqual(second.status, 0, second.stderr)
+      assert.include(second.stdout, "kept connection")
+      assert.include(second.stdout, "unchanged")
+
+      const mcp = JSON.parse(fs.readFileSync(path.join(dir, ".mcp.json"), "utf8"))
+      assert.deepStrictEqual(Object.keys(mcp.mcpServers).sort(), ["other", "sophia"])
+      assert.deepStrictEqual(mcp.mcpServers.other, { command: "other-server" })
+      assert.strictEqual(mcp.mcpServers.sophia.url, `${daemon.baseUrl}/mcp`, "the daemon serving this database")
+      const settings = JSON.parse(fs.readFileSync(path.join(dir, ".claude", "settings.local.json"), "utf8"))
+      assert.deepStrictEqual(settings.permissions, { allow: ["Bash(ls)"] })
+      for (const event of ["SessionStart", "UserPromptSubmit", "PostToolUse", "Stop", "SubagentStop"]) {
+        const hooks = settings.hooks[event].flatMap((g: { hooks: Array<{ url?: string }> }) => g.hooks)
+        assert.lengthOf(hooks.filter((h: { url?: string }) => h.url === `${daemon.baseUrl}/hooks/claude-code`), 1, event)
+      }
+      assert.deepStrictEqual(settings.hooks.Stop[0].hooks, [mine], "the project's own Stop hook kept")
+      // one connection minted, and its bearer (the one in both files) works
+      const bearer = mcp.mcpServers.sophia.headers.Authorization.slice("Bearer ".length)
+      assert.strictEqual(settings.hooks.SessionStart[0].hooks[0].headers.Authorization, `Bearer ${bearer}`)
+      const orient = await restCall(daemon.baseUrl, bearer, "sophia.orient", {})
+      assert.strictEqual(orient.body.name, "builder")
+      const listed = JSON.parse(sophia(["connection", "list", "--json", "--db", db], noPg).stdout)
+      assert.lengthOf(listed.filter((c: { name: string }) => c.name === "builder"), 1)
+    } finally {
+      await daemon.kill()
+    }
+  })
+
+  it("`setup claude-code` refuses a settings file that is not JSON and changes nothing", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sophia-project-"))
+    fs.writeFileSync(path.join(dir, ".mcp.json"), "{ not json")
+    const r = sophia(["setup", "claude-code", "--name", "x", "--profile", "full", "--dir", dir, "--db", tempDb()], noPg)
+    assert.strictEqual(r.status, 1)
+    assert.match(r.stderr.trim(), /^sophia: .*\.mcp\.json is not valid JSON/)
+    assert.strictEqual(fs.readFileSync(path.join(dir, ".mcp.json"), "utf8"), "{ not json")
+    assert.isFalse(fs.existsSync(path.join(dir, ".claude")))
+  })
+
+  it("`hook claude-code` without a bearer, with a revoked one, or with no daemon: one line, exit 1, nothing on stdout", async () => {
+    const db = tempDb()
+    const daemon = await startDaemon(db)
+    try {
+      const input = JSON.stringify({ hook_event_name: "SessionStart", session_id: "s", cwd: "/tmp", source: "startup" })
+      const none = await run(["hook", "claude-code"], { SOPHIA_BEARER: "", SOPHIA_URL: daemon.baseUrl }, input)
+      assert.strictEqual(none.status, 1)
+      assert.match(none.stderr, /^sophia: set SOPHIA_BEARER/)
+      const revoked = await run(["hook", "claude-code"], { SOPHIA_BEARER: "sph_nope", SOPHIA_URL: daemon.baseUrl }, input)
+      assert.strictEqual(revoked.status, 1)
+      assert.strictEqual(revoked.stdout, "")
+      assert.match(revoked.stderr, /^sophia: http:\/\/127\.0\.0\.1:\d+\/hooks\/claude-code: \w+: /)
+      assert.lengthOf(revoked.stderr.trim().split("\n"), 1)
+    } finally {
+      await daemon.kill()
+    }
+    const gone = await run(["hook", "claude-code", "--url", "http://127.0.0.1:9"], { SOPHIA_BEARER: "sph_x" }, "{}")
+    assert.strictEqual(gone.status, 1)
+    assert.match(gone.stderr, /^sophia: no daemon answers at http:\/\/127\.0\.0\.1:9/)
+  })
+
+  it("`connection create --allow-elicitation` records the owner's allowance (default: none)", () => {
+    const db = tempDb()
+    sophia(["connection", "create", "--name", "helper", "--profile", "assistant", "--allow-elicitation", "--db", db], noPg)
+    sophia(["connection", "create", "--name", "plain", "--profile", "assistant", "--db", db], noPg)
+    const listed = JSON.parse(sophia(["connection", "list", "--json", "--db", db], noPg).stdout)
+    const by = (name: string) => listed.find((c: { name: string }) => c.name === name)
+    assert.strictEqual(by("helper").allow_elicitation, true)
+    assert.strictEqual(by("plain").allow_elicitation, false)
+  })
+})
