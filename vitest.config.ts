@@ -20,6 +20,7 @@ const SERVICE_SUITE = [
   "test/Dispatch.test.ts",
   "test/Inbox.test.ts",
   "test/Knowledge.test.ts",
+  "test/Leases.test.ts",
   "test/Ledger.test.ts",
   "test/LedgerContract.test.ts",
   "test/LedgerProperties.test.ts",

@@ -68,6 +68,7 @@ describe("path: lease conflicts", () => {
       { numRuns: 3000 }
     )
     assert.isTrue(coverer("src")("src/a/b.ts"))
+    assert.isFalse(coverer("src/*")("src/a/b.ts"))
     assert.isTrue(coverer("src/**/*.ts")("SRC/x/y.TS"))
     assert.isFalse(coverer("src/*.ts")("docs/a.ts"))
   })
@@ -79,7 +80,9 @@ describe("path: lease conflicts", () => {
       ["src/a.ts", "src/b.ts"],
       ["packages/a/**", "packages/b/**"],
       ["*.json", "src/*.ts"],
-      ["src/?.ts", "src/ab.ts"]
+      ["src/?.ts", "src/ab.ts"],
+      ["**/*.md", "src/**/*.ts"],
+      ["src/*", "src/a/b.ts"]
     ]
     for (const [a, b] of apart) assert.isFalse(globsOverlap(a, b), `${a} / ${b}`)
     const together: ReadonlyArray<readonly [string, string]> = [
@@ -88,7 +91,9 @@ describe("path: lease conflicts", () => {
       ["**/*.ts", "docs/x.ts"],
       ["src/*.ts", "SRC/A.TS"],
       ["src/{a,b}.ts", "src/c.ts"], // a brace: taken as src/** (conservative)
-      ["src/a*", "src/*b"]
+      ["src/a*", "src/*b"],
+      // a plain path may be a folder: a glob that could match below it conflicts (the rule's cost)
+      ["**/*.md", "src/a.ts"]
     ]
     for (const [a, b] of together) assert.isTrue(globsOverlap(a, b), `${a} / ${b}`)
   })

@@ -92,6 +92,21 @@ export class KnowledgeChanged extends Schema.TaggedClass<KnowledgeChanged>()("Kn
   user_id: Schema.String
 }) {}
 
+/**
+ * A lease was granted, renewed or ended (released by its holder or the owner, expired, taken over by another
+ * connection): a `lease_free` wait may hold now, a `lease_acquire` long poll may be granted.
+ */
+export class LeaseChanged extends Schema.TaggedClass<LeaseChanged>()("LeaseChanged", {
+  user_id: Schema.String,
+  lease_id: Schema.String,
+  /** the holder */
+  connection_id: Schema.String,
+  project: Schema.String,
+  resources: Schema.Array(Schema.String),
+  change: Schema.Literal("granted", "renewed", "released", "expired", "taken_over"),
+  at: Schema.String
+}) {}
+
 export const DomainEvent = Schema.Union(
   PostLanded,
   ConnectionCreated,
@@ -100,7 +115,8 @@ export const DomainEvent = Schema.Union(
   ApprovalRequested,
   ApprovalDecided,
   LedgerAppended,
-  KnowledgeChanged
+  KnowledgeChanged,
+  LeaseChanged
 )
 export type DomainEvent = typeof DomainEvent.Type
 export type DomainEventTag = DomainEvent["_tag"]

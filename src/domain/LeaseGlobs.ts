@@ -4,8 +4,9 @@ import picomatch from "picomatch"
  * What a lease resource names, and when two `path:` resources conflict. Pure and free of the library (the
  * git guard, `sophia guard check`, imports it and must start fast): picomatch and nothing else.
  *
- * A `path:<glob>` resource covers every path its glob matches (picomatch, `dot: true`, `nocase: true`) and
- * everything below such a path (a lease on `src` or `src/` holds the folder). Two `path:` resources conflict
+ * A `path:<glob>` resource covers every path its glob matches (picomatch, `dot: true`, `nocase: true`); a glob
+ * whose last segment is plain text (`src`, `src/`, `docs/guide.md`) may name a folder, so it also covers
+ * everything below it (a lease on `src` holds the folder). Two `path:` resources conflict
  * when some path could be covered by both — decided conservatively (docs/architecture.md, "Leases"): a
  * false "no conflict" would let two agents edit one file, a false "conflict" only makes one wait. The rule:
  *
@@ -14,7 +15,7 @@ import picomatch from "picomatch"
  *    rule does not reason about — a brace `{`, an extglob or group `(`, a negation `!`, an escape `\`, a
  *    bracket that does not close within its segment, a `**` inside a longer segment — the rest of the glob
  *    is taken as `**` (anything below): a superset of what it matches.
- * 2. Every glob gets a trailing `**` (it covers what is below its matches).
+ * 2. A glob that ends in plain text, or was cut short by step 1, gets a trailing `**` (what is below).
  * 3. Two segment lists overlap if some path matches both: `**` matches any number of segments (none
  *    included); two other segments overlap if some string matches both, where `*` is any run of characters
  *    (empty included), `?` and a bracket class any one character, and letters compare without case.
@@ -24,6 +25,10 @@ import picomatch from "picomatch"
  * Lookup: every path a glob covers starts with the glob's base (its leading segments free of any special
  * character), so two overlapping globs have bases on one chain (one a segment-prefix of the other). The
  * store indexes bases in upper case (`baseKey`), the case-insensitive comparison's canonical form.
+ *
+ * The cost of being conservative: a plain path (`src/a.ts`) conflicts with any glob that could match below
+ * it (one matching every `.md` file at any depth could match `src/a.ts/x.md`, were `src/a.ts` a folder);
+ * globs ending in a pattern (`*.ts`, `**`) cover exactly what they match.
  */
 
 export type ParsedResource =
@@ -94,19 +99,26 @@ const tokenize = (segment: string): ReadonlyArray<Token> | undefined => {
   return tokens
 }
 
+/** Whether a glob may name a folder: its last segment is plain text (it then covers what is below it). */
+const endsPlain = (glob: string) => !SPECIAL.test(glob.slice(glob.lastIndexOf("/") + 1))
+
 /** The glob as segments, simplified as step 1 says, with the trailing `**` of step 2. */
 const segmentsOf = (glob: string): ReadonlyArray<Segment> => {
   const out: Array<Segment> = []
+  let cut = false
   for (const raw of glob.split("/")) {
     if (raw === "**") {
       out.push({ t: "globstar" })
       continue
     }
     const tokens = tokenize(raw)
-    if (tokens === undefined) break
+    if (tokens === undefined) {
+      cut = true
+      break
+    }
     out.push({ t: "seg", tokens })
   }
-  out.push({ t: "globstar" })
+  if (cut || endsPlain(glob)) out.push({ t: "globstar" })
   return out
 }
 
@@ -166,13 +178,15 @@ export const globsOverlap = (a: string, b: string): boolean => segmentsOverlap(s
 const OPTIONS = { dot: true, nocase: true } as const
 
 /**
- * A matcher of the paths a normalized glob covers: those it matches and everything below them. What the
- * guard asks of each staged path.
+ * A matcher of the paths a normalized glob covers: those it matches, and everything below them when it ends
+ * in plain text. What the guard asks of each staged path.
  */
 export const coverer = (glob: string): ((path: string) => boolean) => {
   const match = picomatch(glob, OPTIONS)
+  const below = endsPlain(glob)
   return (path) => {
     const parts = path.split("/").filter((s) => s !== "" && s !== ".")
+    if (!below) return match(parts.join("/"))
     for (let n = parts.length; n > 0; n--) if (match(parts.slice(0, n).join("/"))) return true
     return false
   }

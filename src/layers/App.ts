@@ -7,6 +7,7 @@ import { ToolRegistry } from "../mcp/Registry.js"
 import { approvalTools } from "../mcp/tools/approvals.js"
 import { coordinationTools } from "../mcp/tools/coordination.js"
 import { knowledgeTools } from "../mcp/tools/knowledge.js"
+import { leaseTools } from "../mcp/tools/leases.js"
 import { ledgerTools } from "../mcp/tools/ledger.js"
 import { orientTools } from "../mcp/tools/orient.js"
 import { sandboxTools } from "../mcp/tools/sandbox.js"
@@ -18,6 +19,7 @@ import { Coordination } from "../services/Coordination.js"
 import { Daemons } from "../services/Daemons.js"
 import { Events } from "../services/Events.js"
 import { Knowledge } from "../services/Knowledge.js"
+import { Leases } from "../services/Leases.js"
 import { Catalog } from "../mcp/Catalog.js"
 import { Ledger } from "../services/Ledger.js"
 import { Sandbox, SandboxLive, SandboxWarmUp } from "../services/Sandbox.js"
@@ -139,7 +141,7 @@ export const SandboxRevocationFeed = Layer.scopedDiscard(Effect.gen(function*() 
 /** The store-facing services below the ledger (each provided the ones it asks). */
 /** The store-facing services below the ledger (each provided the ones it asks); `coordination` as `makeServices` says. */
 const coreServices = <E, R>(coordination: Layer.Layer<Coordination, E, R>) =>
-  Layer.mergeAll(coordination, Approvals.Default, Portal.Default, Daemons.Default).pipe(
+  Layer.mergeAll(coordination, Approvals.Default, Portal.Default, Daemons.Default, Leases.Default).pipe(
     Layer.provideMerge(Auth.Default),
     Layer.provideMerge(Layer.merge(Events.Default, Wakeups.Default))
   )
@@ -174,6 +176,7 @@ export const allToolSets = [
   ledgerTools,
   coordinationTools,
   waitTools,
+  leaseTools,
   knowledgeTools,
   sandboxTools
 ] as const

@@ -14,6 +14,7 @@ import knowledgeSearchBatched from "./migrations/0011_knowledge_search_batched.j
 import daemonAddresses from "./migrations/0012_daemon_addresses.js"
 import inboxStart from "./migrations/0013_inbox_start.js"
 import connectionElicitation from "./migrations/0014_connection_elicitation.js"
+import leases from "./migrations/0015_leases.js"
 
 /**
  * Every schema change, in order, as a static record (no file-system loader: the daemon runs from
@@ -33,7 +34,8 @@ export const migrations = {
   "0011_knowledge_search_batched": knowledgeSearchBatched,
   "0012_daemon_addresses": daemonAddresses,
   "0013_inbox_start": inboxStart,
-  "0014_connection_elicitation": connectionElicitation
+  "0014_connection_elicitation": connectionElicitation,
+  "0015_leases": leases
 }
 
 export const runMigrations = Migrator.make({})({

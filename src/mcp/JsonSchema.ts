@@ -143,45 +143,29 @@ export const toolOutputJsonSchema = (output: Schema.Schema<any, any, never>, row
   slimJsonSchema(withEnvelope(optionalRowKeys(toJsonSchema(output), rowsKey))) as Json
 
 /**
- * `tools/list` is paid for in every agent's context on every turn, so the output schemas it carries stop
- * at two levels: top-level keys with their types, and the keys of list rows and nested objects with
- * their types. The full, deep schemas are one call away (`sophia.capability_catalog`,
- * `sophia.get_sdk_types`); what a shallow schema says is still true of every result.
+ * `tools/list` is paid for in every agent's context on every turn, so the output schemas it carries name each
+ * result's top-level keys with their types (a key keeps its description and enum); a nested object or list is
+ * named by its type alone (a list of strings says so). The rows, nested objects and their keys are one call
+ * away (`sophia.capability_catalog` with its schemas, `sophia.get_sdk_types`), and in every result itself;
+ * what a shallow schema says is still true of every result. (Rows' keys were listed here until the surface
+ * outgrew 8k tokens: they were a sixth of it.)
  */
 const KEEP_AT_LEAF = ["type", "description", "enum"] as const
-/** Below the top level a leaf keeps its type only: descriptions and enums of row keys are in the full schema. */
-const KEEP_AT_ROW_LEAF = ["type"] as const
-const shallow = (node: unknown, depth: number, rowLeaf = false): unknown => {
+/** A top-level key as tools/list names it: its type, description and enum; a list, the type of its items. */
+const leafOf = (node: unknown): unknown => {
   if (typeof node !== "object" || node === null || Array.isArray(node)) return node
   const n = node as Record<string, unknown>
-  if (Array.isArray(n.anyOf)) {
-    const variants = n.anyOf.map((v) => shallow(v, depth, rowLeaf))
-    return { ...(n.description && !rowLeaf ? { description: n.description } : {}), anyOf: variants }
+  if (Array.isArray(n.anyOf)) return { ...(n.description ? { description: n.description } : {}), anyOf: n.anyOf.map(leafOf) }
+  const leaf: Record<string, unknown> = {}
+  for (const k of KEEP_AT_LEAF) if (n[k] !== undefined) leaf[k] = n[k]
+  if (n.type === "array" && typeof n.items === "object" && n.items !== null) {
+    leaf.items = { type: (n.items as Record<string, unknown>).type }
   }
-  if (depth <= 0) {
-    const leaf: Record<string, unknown> = {}
-    for (const k of rowLeaf ? KEEP_AT_ROW_LEAF : KEEP_AT_LEAF) if (n[k] !== undefined) leaf[k] = n[k]
-    if (n.type === "array" && typeof n.items === "object" && n.items !== null) {
-      leaf.items = { type: (n.items as Record<string, unknown>).type }
-    }
-    return leaf
-  }
-  const out: Record<string, unknown> = { ...n }
-  // below the top level, which keys are always present is detail for the SDK types
-  // which keys are always present is detail for the full schema (catalog, SDK types); tools/list names the keys
-  delete out.required
-  if (typeof n.properties === "object" && n.properties !== null) {
-    out.properties = Object.fromEntries(
-      Object.entries(n.properties as Record<string, unknown>).map(([k, v]) => [k, shallow(v, depth - 1, depth < 2)])
-    )
-  }
-  // a record's values count as one level down, like properties
-  if (typeof n.additionalProperties === "object" && n.additionalProperties !== null) {
-    out.additionalProperties = shallow(n.additionalProperties, depth - 1, depth < 2)
-  }
-  // a list's rows keep their keys: arrays do not use up a level
-  if (typeof n.items === "object" && n.items !== null) out.items = shallow(n.items, depth, rowLeaf)
-  return out
+  return leaf
 }
-export const advertisedOutput = (schema: Record<string, unknown>): Record<string, unknown> =>
-  shallow(schema, 2) as Record<string, unknown>
+export const advertisedOutput = (schema: Record<string, unknown>): Record<string, unknown> => {
+  const { properties, required: _required, ...rest } = schema
+  return typeof properties === "object" && properties !== null
+    ? { ...rest, properties: Object.fromEntries(Object.entries(properties).map(([k, v]) => [k, leafOf(v)])) }
+    : rest
+}

@@ -2,6 +2,7 @@ import { Unauthenticated } from "../domain/Errors.js"
 import type * as E from "../domain/Errors.js"
 import type * as K from "../domain/Knowledge.js"
 import type * as L from "../domain/Ledger.js"
+import type * as LS from "../domain/Leases.js"
 import type * as S from "../domain/Sandbox.js"
 import type * as W from "../domain/Waits.js"
 
@@ -35,6 +36,7 @@ export type Refusal =
   | S.SandboxError
   | S.InnerRefusal
   | W.WaitCycle
+  | LS.LeaseConflict
 
 /** The stable codes (docs/architecture.md, "Refusal codes"; docs/refusal-codes.md), one per refusal tag, and the HTTP status of the REST path. */
 const CODES: { readonly [K in Refusal["_tag"]]: readonly [code: string, httpStatus: number] } = {
@@ -63,7 +65,8 @@ const CODES: { readonly [K in Refusal["_tag"]]: readonly [code: string, httpStat
   SandboxError: ["sandbox_error", 422],
   // an inner call's refusal passed through by execute_code: refusalBody uses its own `code`
   InnerRefusal: ["sandbox_error", 422],
-  WaitCycle: ["wait_cycle", 409]
+  WaitCycle: ["wait_cycle", 409],
+  LeaseConflict: ["lease_conflict", 409]
 }
 
 export interface RefusalBody {

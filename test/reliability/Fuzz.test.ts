@@ -44,7 +44,8 @@ const STABLE_CODES = new Set([
   "sandbox_call_cap",
   "sandbox_error",
   "rate_limited",
-  "busy"
+  "busy",
+  "lease_conflict"
 ])
 /** Refusals whose point is a write: the pending approval the owner decides on. */
 const REFUSALS_THAT_RECORD = new Set(["approval_required", "owner_approval_required"])

@@ -26,6 +26,8 @@ const liveNamesOf = (event: DomainEvent): ReadonlyArray<string> => {
       return ["ledger", "fleet"]
     case "KnowledgeChanged":
       return ["knowledge"]
+    case "LeaseChanged":
+      return ["fleet"]
   }
 }
 

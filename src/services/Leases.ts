@@ -1,0 +1,94 @@
+import { SqlClient } from "@effect/sql"
+import { Clock, Effect } from "effect"
+import type { Caller } from "../domain/Auth.js"
+import { ValidationError } from "../domain/Errors.js"
+import { parseResource } from "../domain/LeaseGlobs.js"
+import type { LeaseAcquireInput, LeaseHolder, LeaseRenewInput, LeasesInput } from "../domain/Leases.js"
+import { DEFAULT_PROJECT } from "../domain/Leases.js"
+import { silentAfterSConfig } from "../domain/Orphans.js"
+import { Auth } from "./Auth.js"
+import { Events } from "./Events.js"
+import { makeConflicts } from "./leases/Conflicts.js"
+import { makeEnds } from "./leases/Ends.js"
+import { makeGrants } from "./leases/Grants.js"
+import { makeLists } from "./leases/Lists.js"
+import { dieOnInfra, makeLeaseStore } from "./leases/Store.js"
+import { spanned } from "./Spans.js"
+
+/**
+ * Leases: agents hold files (`path:<glob>`) and shared resources (`slot:<name>`) of a project for a while,
+ * exclusive or shared, all or nothing. Owns `leases`, `lease_holds`, `lease_prefixes`, `lease_slots` and
+ * `lease_takeovers`; names and liveness come from Auth.
+ *
+ * One job a file, under leases/: the statements (`Store`), who stands in the way of a lease (`Conflicts`,
+ * with the overlap rule of `domain/LeaseGlobs.ts`), granting one with its takeovers (`Grants`), renewing and
+ * ending (`Ends`), the lists the surface shows (`Lists`). Every change publishes `LeaseChanged` inside its
+ * transaction: Waits resolves `lease_free` waits on it, long polls wake on it.
+ */
+export class Leases extends Effect.Service<Leases>()("sophia/Leases", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const auth = yield* Auth
+    const events = yield* Events
+    const silentAfterS = yield* Effect.orDie(silentAfterSConfig)
+    const store = yield* makeLeaseStore
+    const conflicts = makeConflicts(store, auth, silentAfterS)
+    const { tryAcquire } = makeGrants({ sql, store, conflicts, events })
+    const ends = makeEnds({ store, events })
+    const lists = makeLists({ store, auth, conflicts, silentAfterS })
+    const die = dieOnInfra
+
+    /** `sophia.lease_acquire`: granted whole, or refused `lease_conflict` naming every live holder. */
+    const acquire = spanned("Leases.acquire", (caller: Caller, input: LeaseAcquireInput) =>
+      die(events.transaction(tryAcquire(caller, input))))
+
+    /** `sophia.lease_renew`. */
+    const renew = spanned("Leases.renew", (caller: Caller, input: LeaseRenewInput) => die(events.transaction(ends.renew(caller, input))))
+
+    /** `sophia.lease_release`. */
+    const release = spanned("Leases.release", (caller: Caller, leaseId: string) => die(events.transaction(ends.release(caller, leaseId))))
+
+    /** The owner ends any lease of its user (the portal's `Release`). */
+    const releaseAsOwner = spanned("Leases.releaseAsOwner", (owner: Caller, leaseId: string) =>
+      die(events.transaction(ends.releaseAsOwner(owner, leaseId))))
+
+    /** `sophia.leases`. */
+    const list = spanned("Leases.list", (caller: Caller, input: LeasesInput) => lists.list(caller, input))
+
+    /** The caller's own active leases (orient). */
+    const mine = spanned("Leases.mine", (caller: Caller) => lists.mine(caller))
+
+    /** The user's active leases by holder (the portal's Fleet). */
+    const byConnection = spanned("Leases.byConnection", (userId: string) => lists.byConnection(userId))
+
+    /** The active leases taken for a work item. */
+    const ofWork = spanned("Leases.ofWork", (userId: string, workId: string) => lists.ofWork(userId, workId))
+
+    /**
+     * Who would refuse `who` an exclusive lease on `resource` now: the live holders in its way (the orphaned
+     * ones could be taken over). A `lease_free` wait holds when there are none; its edges run to them.
+     */
+    const blockers = spanned("Leases.blockers", (
+      who: { readonly userId: string; readonly connectionId: string },
+      resource: string,
+      project: string = DEFAULT_PROJECT
+    ): Effect.Effect<ReadonlyArray<LeaseHolder>, ValidationError> =>
+      Effect.gen(function*() {
+        const wanted = parseResource(resource)
+        if (typeof wanted === "string") return yield* new ValidationError({ detail: `resource: ${wanted}` })
+        const { decision } = yield* conflicts.inTheWay(who, project, [wanted], "exclusive")
+        return decision.live.length === 0 ? [] : yield* conflicts.holdersOf(decision.live)
+      }))
+
+    /** End every lease past its expiry, each in its own short transaction. Returns how many this call ended. */
+    const sweep = spanned("Leases.sweep", () =>
+      Effect.gen(function*() {
+        const now = yield* Clock.currentTimeMillis
+        let ended = 0
+        for (const id of yield* store.due(now)) ended += yield* events.transaction(ends.expireOne(id, now))
+        return ended
+      }).pipe(die))
+
+    return { acquire, renew, release, releaseAsOwner, list, mine, byConnection, ofWork, blockers, sweep } as const
+  })
+}) {}

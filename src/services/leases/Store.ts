@@ -1,0 +1,215 @@
+import { SqlClient } from "@effect/sql"
+import { Effect, Schema } from "effect"
+import { LeaseMode } from "../../domain/Leases.js"
+import { DbInt } from "../../domain/Time.js"
+import { makeStatements } from "../store/Statements.js"
+
+/**
+ * The statements of Leases over its own tables (`leases`, `lease_holds`, `lease_prefixes`, `lease_slots`,
+ * `lease_takeovers`; the layout is the migration's, 0015_leases.ts), each named, with the rows they return
+ * decoded. A module of the Leases service: it returns effects, and only the service's own modules call them.
+ */
+
+/** Most values a shaped statement binds through its compiled text (a lease's holds and prefixes). */
+const SHAPED_MAX = 1024
+
+/** An active hold as a conflict check reads it. */
+export const HoldRow = Schema.Struct({
+  lease_id: Schema.String,
+  resource: Schema.String,
+  connection_id: Schema.String,
+  mode: LeaseMode,
+  expires_ms: DbInt
+})
+export type HoldRow = typeof HoldRow.Type
+const decodeHolds = Schema.decodeUnknown(Schema.Array(HoldRow))
+
+/** A lease as listed (`leases`, orient, the portal). */
+export const LeaseDbRow = Schema.Struct({
+  id: Schema.String,
+  user_id: Schema.String,
+  connection_id: Schema.String,
+  project: Schema.String,
+  mode: LeaseMode,
+  resources: Schema.parseJson(Schema.Array(Schema.String)),
+  reason: Schema.String,
+  work_id: Schema.NullOr(Schema.String),
+  ttl_s: DbInt,
+  created_at: Schema.String,
+  expires_at: Schema.String,
+  expires_ms: DbInt,
+  status: Schema.String
+})
+export type LeaseDbRow = typeof LeaseDbRow.Type
+const decodeLeases = Schema.decodeUnknown(Schema.Array(LeaseDbRow))
+const LEASE_COLUMNS = "id, user_id, connection_id, project, mode, resources, reason, work_id, ttl_s, created_at, expires_at, expires_ms, status"
+
+const TakeoverRow = Schema.Struct({
+  lease_id: Schema.String,
+  previous_lease_id: Schema.String,
+  previous_connection_id: Schema.String,
+  reason: Schema.Literal("revoked", "silent"),
+  since: Schema.String
+})
+const decodeTakeovers = Schema.decodeUnknown(Schema.Array(TakeoverRow))
+const decodeCapacity = Schema.decodeUnknown(Schema.Array(Schema.Struct({ capacity: DbInt })))
+const decodeIds = Schema.decodeUnknown(Schema.Array(Schema.Struct({ id: Schema.String })))
+
+export type HoldInsert = {
+  readonly lease_id: string
+  readonly user_id: string
+  readonly project: string
+  readonly kind: "path" | "slot"
+  readonly resource: string
+  readonly base: string
+  readonly connection_id: string
+  readonly mode: string
+  readonly expires_ms: number
+}
+export type PrefixInsert = {
+  readonly user_id: string
+  readonly project: string
+  readonly prefix: string
+  readonly lease_id: string
+  readonly resource: string
+}
+
+type Infra = { readonly _tag: "SqlError" } | { readonly _tag: "ParseError" }
+const isInfra = (e: unknown): boolean =>
+  typeof e === "object" && e !== null && "_tag" in e && (e._tag === "SqlError" || e._tag === "ParseError")
+/** Infrastructure failures (SQL, a row that does not decode) become defects here, at the service's edge. */
+export const dieOnInfra = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, Exclude<E, Infra>, R> =>
+  Effect.catchIf(effect, (e): e is Extract<E, Infra> => isInfra(e), Effect.die) as Effect.Effect<A, Exclude<E, Infra>, R>
+
+export const makeLeaseStore = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const { named, shaped } = yield* makeStatements
+  const leaseColumns = sql.literal(LEASE_COLUMNS)
+
+  // ---- what a conflict check reads ----------------------------------------------------------------
+  const holdsAtBases = shaped("Leases.holdsAtBases", SHAPED_MAX, (p: { userId: string; project: string; bases: ReadonlyArray<string> }) =>
+    sql`SELECT lease_id, resource, connection_id, mode, expires_ms FROM lease_holds
+      WHERE user_id = ${p.userId} AND project = ${p.project} AND kind = 'path' AND ${sql.in("base", p.bases)}`)
+  const holdsBelow = named("Leases.holdsBelow", (p: { userId: string; project: string; prefix: string }) =>
+    sql`SELECT h.lease_id, h.resource, h.connection_id, h.mode, h.expires_ms
+      FROM lease_prefixes x JOIN lease_holds h ON h.lease_id = x.lease_id AND h.resource = x.resource
+      WHERE x.user_id = ${p.userId} AND x.project = ${p.project} AND x.prefix = ${p.prefix}`)
+  const holdsOfSlot = named("Leases.holdsOfSlot", (p: { userId: string; project: string; name: string }) =>
+    sql`SELECT lease_id, resource, connection_id, mode, expires_ms FROM lease_holds
+      WHERE user_id = ${p.userId} AND project = ${p.project} AND kind = 'slot' AND base = ${p.name}`)
+  const slotCapacity = named("Leases.slotCapacity", (p: { userId: string; project: string; name: string }) =>
+    sql`SELECT capacity FROM lease_slots WHERE user_id = ${p.userId} AND project = ${p.project} AND name = ${p.name}`)
+
+  // ---- a grant ------------------------------------------------------------------------------------
+  const insertLease = named("Leases.insert", (p: {
+    id: string
+    userId: string
+    connectionId: string
+    project: string
+    mode: string
+    resources: string
+    reason: string
+    workId: string | null
+    ttlS: number
+    createdAt: string
+    expiresAt: string
+    expiresMs: number
+  }) =>
+    sql`INSERT INTO leases (id, user_id, connection_id, project, mode, resources, reason, work_id, ttl_s, created_at,
+        expires_at, expires_ms, status)
+      VALUES (${p.id}, ${p.userId}, ${p.connectionId}, ${p.project}, ${p.mode}, ${p.resources}, ${p.reason}, ${p.workId},
+        ${p.ttlS}, ${p.createdAt}, ${p.expiresAt}, ${p.expiresMs}, 'active')`)
+  const insertHolds = shaped("Leases.insertHolds", SHAPED_MAX, (p: { rows: ReadonlyArray<HoldInsert> }) =>
+    sql`INSERT INTO lease_holds ${sql.insert(p.rows as any)}`)
+  const insertPrefixes = shaped("Leases.insertPrefixes", SHAPED_MAX, (p: { rows: ReadonlyArray<PrefixInsert> }) =>
+    sql`INSERT INTO lease_prefixes ${sql.insert(p.rows as any)}`)
+  const insertSlot = named("Leases.insertSlot", (p: { userId: string; project: string; name: string; capacity: number; at: string }) =>
+    sql`INSERT INTO lease_slots (user_id, project, name, capacity, created_at)
+      VALUES (${p.userId}, ${p.project}, ${p.name}, ${p.capacity}, ${p.at}) ON CONFLICT DO NOTHING`)
+  const insertTakeover = named("Leases.insertTakeover", (p: {
+    leaseId: string
+    previous: string
+    previousConnection: string
+    reason: string
+    since: string
+    at: string
+  }) =>
+    sql`INSERT INTO lease_takeovers (lease_id, previous_lease_id, previous_connection_id, reason, since, at)
+      VALUES (${p.leaseId}, ${p.previous}, ${p.previousConnection}, ${p.reason}, ${p.since}, ${p.at})`)
+
+  // ---- ends and renewals ----------------------------------------------------------------------------
+  const leasesByIds = shaped("Leases.byIds", SHAPED_MAX, (p: { ids: ReadonlyArray<string> }) =>
+    sql`SELECT ${leaseColumns} FROM leases WHERE ${sql.in("id", p.ids)}`)
+  const findLease = named("Leases.find", (p: { userId: string; id: string }) =>
+    sql`SELECT ${leaseColumns} FROM leases WHERE id = ${p.id} AND user_id = ${p.userId}`)
+  /** End an active lease (conditional: zero rows when it had ended already); its holds go with it. */
+  const endActive = named("Leases.end", (p: { id: string; status: string; at: string; by: string | null }) =>
+    sql`UPDATE leases SET status = ${p.status}, ended_at = ${p.at}, ended_by = ${p.by}
+      WHERE id = ${p.id} AND status = 'active' RETURNING ${leaseColumns}`)
+  const expireDue = named("Leases.expire", (p: { id: string; at: string; now: number }) =>
+    sql`UPDATE leases SET status = 'expired', ended_at = ${p.at}
+      WHERE id = ${p.id} AND status = 'active' AND expires_ms <= ${p.now} RETURNING ${leaseColumns}`)
+  const deleteHolds = named("Leases.deleteHolds", (p: { id: string }) => sql`DELETE FROM lease_holds WHERE lease_id = ${p.id}`)
+  const deletePrefixes = named("Leases.deletePrefixes", (p: { id: string }) => sql`DELETE FROM lease_prefixes WHERE lease_id = ${p.id}`)
+  const renewLease = named("Leases.renew", (p: { id: string; expiresAt: string; expiresMs: number; ttlS: number; now: number }) =>
+    sql`UPDATE leases SET expires_at = ${p.expiresAt}, expires_ms = ${p.expiresMs}, ttl_s = ${p.ttlS}
+      WHERE id = ${p.id} AND status = 'active' AND expires_ms > ${p.now} RETURNING id`)
+  const renewHolds = named("Leases.renewHolds", (p: { id: string; expiresMs: number }) =>
+    sql`UPDATE lease_holds SET expires_ms = ${p.expiresMs} WHERE lease_id = ${p.id}`)
+  const dueLeases = named("Leases.due", (p: { now: number }) =>
+    sql`SELECT id FROM leases WHERE status = 'active' AND expires_ms <= ${p.now} ORDER BY expires_ms`)
+
+  // ---- lists ----------------------------------------------------------------------------------------
+  const activeOfUser = named("Leases.activeOfUser", (p: { userId: string; now: number }) =>
+    sql`SELECT ${leaseColumns} FROM leases WHERE user_id = ${p.userId} AND status = 'active' AND expires_ms > ${p.now}
+      ORDER BY created_at, id`)
+  const activeOfProject = named("Leases.activeOfProject", (p: { userId: string; project: string; now: number }) =>
+    sql`SELECT ${leaseColumns} FROM leases
+      WHERE user_id = ${p.userId} AND project = ${p.project} AND status = 'active' AND expires_ms > ${p.now}
+      ORDER BY created_at, id`)
+  const activeOfWork = named("Leases.activeOfWork", (p: { userId: string; workId: string; now: number }) =>
+    sql`SELECT ${leaseColumns} FROM leases
+      WHERE user_id = ${p.userId} AND work_id = ${p.workId} AND status = 'active' AND expires_ms > ${p.now}
+      ORDER BY created_at, id`)
+  const takeoversOf = shaped("Leases.takeoversOf", SHAPED_MAX, (p: { ids: ReadonlyArray<string> }) =>
+    sql`SELECT lease_id, previous_lease_id, previous_connection_id, reason, since FROM lease_takeovers
+      WHERE ${sql.in("lease_id", p.ids)} ORDER BY at`)
+  const countActive = named("Leases.countActive", (p: { userId: string; now: number }) =>
+    sql`SELECT COUNT(*) AS n FROM leases WHERE user_id = ${p.userId} AND status = 'active' AND expires_ms > ${p.now}`)
+
+  const die = dieOnInfra
+  return {
+    holdsAtBases: (userId: string, project: string, bases: ReadonlyArray<string>) =>
+      die(Effect.flatMap(holdsAtBases({ userId, project, bases }), decodeHolds)),
+    holdsBelow: (userId: string, project: string, prefix: string) =>
+      die(Effect.flatMap(holdsBelow({ userId, project, prefix }), decodeHolds)),
+    holdsOfSlot: (userId: string, project: string, name: string) =>
+      die(Effect.flatMap(holdsOfSlot({ userId, project, name }), decodeHolds)),
+    slotCapacity: (userId: string, project: string, name: string) =>
+      die(Effect.map(Effect.flatMap(slotCapacity({ userId, project, name }), decodeCapacity), (rows) => rows[0]?.capacity)),
+    insertLease: (p: Parameters<typeof insertLease>[0]) => die(insertLease(p)),
+    insertHolds: (rows: ReadonlyArray<HoldInsert>) => die(insertHolds({ rows })),
+    insertPrefixes: (rows: ReadonlyArray<PrefixInsert>) => die(insertPrefixes({ rows })),
+    insertSlot: (p: Parameters<typeof insertSlot>[0]) => die(insertSlot(p)),
+    insertTakeover: (p: Parameters<typeof insertTakeover>[0]) => die(insertTakeover(p)),
+    byIds: (ids: ReadonlyArray<string>) =>
+      ids.length === 0 ? Effect.succeed([]) : die(Effect.flatMap(leasesByIds({ ids }), decodeLeases)),
+    find: (userId: string, id: string) => die(Effect.map(Effect.flatMap(findLease({ userId, id }), decodeLeases), (rows) => rows[0])),
+    end: (p: Parameters<typeof endActive>[0]) => die(Effect.flatMap(endActive(p), decodeLeases)),
+    expire: (p: Parameters<typeof expireDue>[0]) => die(Effect.flatMap(expireDue(p), decodeLeases)),
+    dropHolds: (id: string) => die(Effect.zipRight(deleteHolds({ id }), deletePrefixes({ id }))),
+    renew: (p: Parameters<typeof renewLease>[0]) =>
+      die(Effect.flatMap(renewLease(p), (rows) => rows.length > 0 ? Effect.as(renewHolds(p), true) : Effect.succeed(false))),
+    due: (now: number) => die(Effect.map(Effect.flatMap(dueLeases({ now }), decodeIds), (rows) => rows.map((r) => r.id))),
+    activeOfUser: (userId: string, now: number) => die(Effect.flatMap(activeOfUser({ userId, now }), decodeLeases)),
+    activeOfProject: (userId: string, project: string, now: number) =>
+      die(Effect.flatMap(activeOfProject({ userId, project, now }), decodeLeases)),
+    activeOfWork: (userId: string, workId: string, now: number) => die(Effect.flatMap(activeOfWork({ userId, workId, now }), decodeLeases)),
+    takeoversOf: (ids: ReadonlyArray<string>) =>
+      ids.length === 0 ? Effect.succeed([]) : die(Effect.flatMap(takeoversOf({ ids }), decodeTakeovers)),
+    countActive: (userId: string, now: number) =>
+      die(Effect.map(countActive({ userId, now }), (rows) => Number((rows[0] as { n: unknown }).n)))
+  } as const
+})
+
+export type LeaseStore = Effect.Effect.Success<typeof makeLeaseStore>
