@@ -299,7 +299,11 @@ export const makeGroups = (throttle: Throttle) => {
     connections,
     keysWith,
     parkedCount: () => parked,
-    stats: () => ({ parked, groups: byKey.size, wokenReads })
+    stats: () => {
+      let waiting = 0
+      for (const group of byKey.values()) waiting += group.waiting.size
+      return { parked, waiting, groups: byKey.size, wokenReads }
+    }
   } as const
 }
 
