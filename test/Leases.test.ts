@@ -4,12 +4,13 @@
  * orphaned leases only, and what `leases` lists.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, TestClock } from "effect"
+import { Effect, Fiber, Option, TestClock } from "effect"
 import type { Caller } from "../src/domain/Auth.js"
 import { SophiaTest } from "../src/layers/App.js"
 import { Dispatcher } from "../src/mcp/Dispatch.js"
 import { Auth } from "../src/services/Auth.js"
 import { Leases } from "../src/services/Leases.js"
+import { Wakeups } from "../src/services/Wakeups.js"
 import { connect } from "./support/Fixtures.js"
 
 const call = (caller: Caller, name: string, args: unknown = {}) =>
@@ -173,6 +174,42 @@ describe("Leases", () => {
       assert.deepStrictEqual(ci.took_over, [q.lease_id])
       const row = (yield* listed(lead, { mine: true })).find((l) => l.lease_id === ci.lease_id)
       assert.deepStrictEqual(row.took_over.map((t: any) => [t.lease_id, t.reason]), [[q.lease_id, "silent"]])
+    }).pipe(Effect.provide(SophiaTest)))
+
+  it.effect("wait_s: a refused lease waits, granted on the holder's release, on its expiry; refused at the deadline", () =>
+    Effect.gen(function*() {
+      const wakeups = yield* Wakeups
+      const { caller: a } = yield* connect("a")
+      const { caller: b } = yield* connect("b")
+      const held = yield* acquire(a, { resources: ["path:src/**"] })
+      const waiting = yield* Effect.fork(call(b, "sophia.lease_acquire", { resources: ["path:src/x.ts"], reason: "r", wait_s: 30 }))
+      // parked, and its first attempt refused (real time passes; the test clock does not)
+      while (wakeups.parkedCount() === 0) yield* Effect.yieldNow()
+      yield* Effect.promise(() => new Promise((r) => setTimeout(r, 100)))
+      assert.isTrue(Option.isNone(yield* Fiber.poll(waiting)), "still waiting")
+      yield* ok(a, "sophia.lease_release", { lease_id: held.lease_id })
+      const granted = yield* Fiber.join(waiting)
+      assert.isUndefined(granted.error, JSON.stringify(granted.error))
+      assert.deepStrictEqual(granted.resources, ["path:src/x.ts"])
+      assert.strictEqual(wakeups.parkedCount(), 0)
+
+      // a holder's expiry ends the wait too, with no sweep and no event
+      const short = yield* acquire(a, { resources: ["slot:build"], ttl_s: 5 })
+      const behind = yield* Effect.fork(call(b, "sophia.lease_acquire", { resources: ["slot:build"], reason: "r", wait_s: 30 }))
+      while (wakeups.parkedCount() === 0) yield* Effect.yieldNow()
+      yield* TestClock.adjust("6 seconds")
+      const after = yield* Fiber.join(behind)
+      assert.isUndefined(after.error, JSON.stringify(after.error))
+      assert.isAbove(Date.parse(after.expires_at), Date.parse(short.expires_at))
+
+      // nothing frees it: the refusal at the deadline, not later
+      const { caller: c } = yield* connect("c")
+      const late = yield* Effect.fork(call(c, "sophia.lease_acquire", { resources: ["slot:build"], reason: "r", wait_s: 2 }))
+      while (wakeups.parkedCount() === 0) yield* Effect.yieldNow()
+      yield* TestClock.adjust("3 seconds")
+      const refusedLate = yield* Fiber.join(late)
+      assert.strictEqual(refusedLate.error?.code, "lease_conflict")
+      assert.strictEqual(wakeups.parkedCount(), 0)
     }).pipe(Effect.provide(SophiaTest)))
 
   it.effect("leases lists by project, by an overlapping resource, and the caller's own; bad resources are refused", () =>

@@ -1,9 +1,10 @@
 import { SqlClient } from "@effect/sql"
-import { Clock, Effect } from "effect"
+import { Clock, Duration, Effect, Either, Option } from "effect"
 import type { Caller } from "../domain/Auth.js"
-import { ValidationError } from "../domain/Errors.js"
+import { Unauthenticated, ValidationError } from "../domain/Errors.js"
+import type { DomainEvent } from "../domain/Events.js"
 import { parseResource } from "../domain/LeaseGlobs.js"
-import type { LeaseAcquireInput, LeaseHolder, LeaseRenewInput, LeasesInput } from "../domain/Leases.js"
+import type { LeaseAcquireInput, LeaseGrant, LeaseHolder, LeaseRenewInput, LeasesInput } from "../domain/Leases.js"
 import { DEFAULT_PROJECT } from "../domain/Leases.js"
 import { silentAfterSConfig } from "../domain/Orphans.js"
 import { Auth } from "./Auth.js"
@@ -14,6 +15,14 @@ import { makeGrants } from "./leases/Grants.js"
 import { makeLists } from "./leases/Lists.js"
 import { dieOnInfra, makeLeaseStore } from "./leases/Store.js"
 import { spanned } from "./Spans.js"
+import { Wakeups } from "./Wakeups.js"
+
+/**
+ * How often a waiting `lease_acquire` tries again with no event heard: what frees a lease without an event
+ * here — a holder gone silent, a lease past its expiry before the sweep, a release by another process on the
+ * same SQLite file — is seen within this.
+ */
+const RECHECK_MS = 1000
 
 /**
  * Leases: agents hold files (`path:<glob>`) and shared resources (`slot:<name>`) of a project for a while,
@@ -30,6 +39,7 @@ export class Leases extends Effect.Service<Leases>()("sophia/Leases", {
     const sql = yield* SqlClient.SqlClient
     const auth = yield* Auth
     const events = yield* Events
+    const wakeups = yield* Wakeups
     const silentAfterS = yield* Effect.orDie(silentAfterSConfig)
     const store = yield* makeLeaseStore
     const conflicts = makeConflicts(store, auth, silentAfterS)
@@ -38,9 +48,42 @@ export class Leases extends Effect.Service<Leases>()("sophia/Leases", {
     const lists = makeLists({ store, auth, conflicts, silentAfterS })
     const die = dieOnInfra
 
-    /** `sophia.lease_acquire`: granted whole, or refused `lease_conflict` naming every live holder. */
-    const acquire = spanned("Leases.acquire", (caller: Caller, input: LeaseAcquireInput) =>
-      die(events.transaction(tryAcquire(caller, input))))
+    /**
+     * `wait_s`: park first (so no release slips between an attempt and the wait), try, and while refused
+     * `lease_conflict` wait for a lease of the project to end (any daemon), the earliest holder's expiry, or
+     * `RECHECK_MS`, then try again; at the deadline the last refusal stands. Ends early, never late; a
+     * connection revoked meanwhile ends it `unauthenticated`.
+     */
+    const longPoll = (caller: Caller, input: LeaseAcquireInput, once: ReturnType<typeof attempt>, waitS: number) =>
+      Effect.gen(function*() {
+        const deadline = (yield* Clock.currentTimeMillis) + Math.round(waitS * 1000)
+        const project = input.project ?? DEFAULT_PROJECT
+        const freed = (e: DomainEvent) =>
+          e._tag === "LeaseChanged" && e.project === project && e.change !== "granted" && e.change !== "renewed"
+        while (true) {
+          const done = yield* Effect.scoped(Effect.gen(function*() {
+            const woken = yield* wakeups.park(caller.userId, freed)
+            if (wakeups.isRevoked(caller.connectionId)) return yield* new Unauthenticated()
+            const tried = yield* Effect.either(once)
+            if (Either.isRight(tried)) return Option.some(tried.right)
+            const now = yield* Clock.currentTimeMillis
+            if (tried.left._tag !== "LeaseConflict" || now >= deadline) return yield* Effect.fail(tried.left)
+            const expiries = tried.left.holders.map((h) => Date.parse(h.expires_at) + 1)
+            const next = Math.min(deadline, now + RECHECK_MS, ...expiries)
+            yield* Effect.timeoutOption(woken, Duration.millis(Math.max(1, next - now)))
+            return Option.none<LeaseGrant>()
+          }))
+          if (Option.isSome(done)) return done.value
+        }
+      })
+
+    const attempt = (caller: Caller, input: LeaseAcquireInput) => die(events.transaction(tryAcquire(caller, input)))
+
+    /** `sophia.lease_acquire`: granted whole, or refused `lease_conflict` naming every live holder; `wait_s` waits. */
+    const acquire = spanned("Leases.acquire", (caller: Caller, input: LeaseAcquireInput) => {
+      const waitS = input.wait_s ?? 0
+      return waitS > 0 ? longPoll(caller, input, attempt(caller, input), waitS) : attempt(caller, input)
+    })
 
     /** `sophia.lease_renew`. */
     const renew = spanned("Leases.renew", (caller: Caller, input: LeaseRenewInput) => die(events.transaction(ends.renew(caller, input))))
