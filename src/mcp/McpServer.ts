@@ -35,6 +35,8 @@ export interface McpServerOptions {
   /** who is calling: checked against the connection row on every request; undefined = not authenticated */
   readonly resolveCaller: (extra: Extra) => Promise<Caller | undefined>
   readonly runPromise: <A>(effect: Effect.Effect<A>, options?: { readonly signal?: AbortSignal }) => Promise<A>
+  /** told +1 when a tool call starts and -1 when its answer is ready (stdio waits for them before it ends) */
+  readonly calls?: ((delta: 1 | -1) => void) | undefined
 }
 
 /** A result as MCP wants it: structured content plus one text block with the same JSON. */
@@ -133,6 +135,14 @@ export const makeMcpServer = (options: McpServerOptions): Server => {
     return { tools: [...options.dispatcher.registry.listFor(caller.profile, options.naming)] }
   })
   server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
+    options.calls?.(1)
+    try {
+      return await callTool(request.params.name, request.params.arguments, extra)
+    } finally {
+      options.calls?.(-1)
+    }
+  })
+  const callTool = async (name: string, args: Record<string, unknown> | undefined, extra: Extra): Promise<CallToolResult> => {
     const caller = await options.resolveCaller(extra)
     if (!caller) return unauthenticated
     // a call ends (its fiber interrupted, a long poll unparked) when the client cancels it, the session
@@ -141,14 +151,14 @@ export const makeMcpServer = (options: McpServerOptions): Server => {
     const either = gone === undefined ? undefined : eitherSignal(extra.signal, gone)
     const signal = either?.signal ?? extra.signal
     const outcome = await options.runPromise(
-      options.dispatcher.call(caller, request.params.name, request.params.arguments, { elicit: elicitFor(server, extra) }),
+      options.dispatcher.call(caller, name, args, { elicit: elicitFor(server, extra) }),
       { signal }
     ).catch((e) => {
       if (signal.aborted) return undefined
       throw e
     }).finally(() => either?.release())
     return outcome === undefined ? { isError: true, content: [{ type: "text", text: "{\"error\":{\"code\":\"cancelled\"}}" }] } : toCallToolResult(outcome)
-  })
+  }
   // ---- the inbox as resources ----
   const channelOf = (uri: string) => {
     const channel = inboxChannelOf(uri)

@@ -1,10 +1,11 @@
 import type { AuthInfo } from "@modelcontextprotocol/sdk/server/auth/types.js"
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js"
 import { isInitializeRequest } from "@modelcontextprotocol/sdk/types.js"
-import type { Effect } from "effect"
+import { Effect, Option } from "effect"
 import { randomUUID } from "node:crypto"
 import type * as http from "node:http"
 import type { Caller } from "../domain/Auth.js"
+import { Wakeups } from "../services/Wakeups.js"
 import type { Dispatcher } from "./Dispatch.js"
 import {
   abandonedBy,
@@ -26,17 +27,26 @@ interface Session {
   readonly transport: StreamableHTTPServerTransport
   readonly connectionId: string
   lastSeen: number
+  /** POST responses still being written (a tool call's answer) */
+  answering: number
+  /** its connection is revoked: it closes once its answers are out */
+  revoked: boolean
 }
 
 /** Nothing that matters lives in a session, so an idle one is simply closed (the client re-initializes). */
 const SESSION_IDLE_MS = 30 * 60_000
 /** Per connection; opening one more closes its least recently used session. */
 const SESSIONS_PER_CONNECTION = 16
+/** How long a revoked connection's session may still finish its answers before it is closed regardless. */
+const REVOKED_GRACE_MS = 5_000
 
 /**
  * Streamable HTTP MCP at `/mcp`: one SDK transport and server per session, each session bound to the
  * connection that opened it. Every request is authenticated first (revocation bites on the next request,
- * even inside an open session).
+ * even inside an open session), and a session closes when its connection's revocation is heard
+ * (`Wakeups.revocation`: this daemon's, another daemon's, or the CLI's as `ForeignWrites` finds it) — its
+ * resource subscriptions with it — once the answers it is writing are out (its long polls answer
+ * `unauthenticated` at once), within a few seconds at most.
  */
 export const makeMcpSessions = (options: {
   readonly dispatcher: Dispatcher
@@ -46,6 +56,32 @@ export const makeMcpSessions = (options: {
   readonly limit: number
 }) => {
   const sessions = new Map<string, Session>()
+  // the app's wake-ups, when it has them (the daemon's runtime carries every service)
+  const wakeups = options.runPromise(Effect.serviceOption(Wakeups))
+
+  const closeIfDone = (session: Session) => {
+    if (session.revoked && session.answering === 0) session.transport.close().catch(() => undefined)
+  }
+
+  /** Until the session closes: when its connection's revocation is heard, close it (its answers first). */
+  const closeOnRevocation = (session: Session, caller: Caller) => {
+    const closed = new AbortController()
+    const previous = session.transport.onclose
+    session.transport.onclose = () => {
+      closed.abort()
+      previous?.()
+    }
+    wakeups.then((found) =>
+      Option.isNone(found) ? undefined : options.runPromise(
+        Effect.scoped(Effect.flatMap(found.value.revocation(caller), (revoked) => revoked)),
+        { signal: closed.signal }
+      ).then(() => {
+        session.revoked = true
+        closeIfDone(session)
+        setTimeout(() => session.transport.close().catch(() => undefined), REVOKED_GRACE_MS).unref()
+      })
+    ).catch(() => undefined)
+  }
 
   /** A new session for an initialize request (the connection's least recently used one goes past the cap). */
   const open = async (req: http.IncomingMessage, res: http.ServerResponse, body: unknown, caller: Caller) => {
@@ -57,7 +93,9 @@ export const makeMcpSessions = (options: {
     const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
       onsessioninitialized: (id) => {
-        sessions.set(id, { transport, connectionId: caller.connectionId, lastSeen: Date.now() })
+        const session: Session = { transport, connectionId: caller.connectionId, lastSeen: Date.now(), answering: 0, revoked: false }
+        sessions.set(id, session)
+        closeOnRevocation(session, caller)
       }
     })
     const server = makeMcpServer({
@@ -106,6 +144,13 @@ export const makeMcpSessions = (options: {
         return sendJson(res, 404, jsonRpcError(-32001, "Session not found"))
       }
       session.lastSeen = Date.now()
+      if (req.method === "POST") {
+        session.answering++
+        res.once("close", () => {
+          session.answering--
+          closeIfDone(session)
+        })
+      }
       return session.transport.handleRequest(req, res, body)
     }
     if (req.method === "POST" && isInitializeRequest(body)) return open(req, res, body, caller)

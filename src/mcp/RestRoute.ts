@@ -36,6 +36,10 @@ export const makeRestRoute = (options: {
     })
     if (outcome === undefined) return
     if (outcome.ok) return sendJson(res, 200, outcome.body)
+    // revoked while the call ran (a long poll ends so): the 401 the door gives a revoked bearer
+    if (outcome.refusal?._tag === "Unauthenticated") {
+      return sendJson(res, 401, { ...outcome.body, error: authFailureOf(req) }, WWW_AUTHENTICATE)
+    }
     return sendJson(res, outcome.refusal ? httpStatusOf(outcome.refusal) : 500, outcome.body)
   }
   /** `GET /api/tools`: the tools this bearer may call, by group (the brief capability catalog). */
