@@ -87,7 +87,7 @@ describe("revoked by the CLI while the daemon holds its work (SQLite, another pr
     const restReply = await within(rest, 20_000, "the REST long poll")
     assert.strictEqual(restReply.status, 401)
     assert.match(restReply.headers.get("www-authenticate") ?? "", /Bearer/)
-    const restBody = await restReply.json()
+    const restBody = (await restReply.json()) as any
     assert.strictEqual(restBody.error.code, "unauthenticated")
     assert.strictEqual(restBody.error.reason, "unknown_or_revoked")
 
