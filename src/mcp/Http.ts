@@ -113,7 +113,12 @@ export const layer = (config: HttpConfig): Layer.Layer<HttpServer, ListenError, 
         if (!guard.hostAllowed(req) || !guard.originAllowed(req)) {
           return sendJson(res, 403, { error: "forbidden_host_or_origin" })
         }
-        const url = new URL(req.url ?? "/", "http://localhost")
+        // a request target no URL parser takes (`//[`) is the client's error, never the daemon's
+        const url = URL.canParse(req.url ?? "/", "http://localhost") ? new URL(req.url ?? "/", "http://localhost") : undefined
+        if (url === undefined) {
+          req.resume()
+          return sendJson(res, 400, { error: { code: "validation_error", message: "the request target is not a valid URL path" } })
+        }
         if (url.pathname.startsWith("/.well-known/")) {
           // a plain 404 so MCP clients do not start an OAuth dance
           res.writeHead(404, { "content-type": "text/plain" })

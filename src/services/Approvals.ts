@@ -8,11 +8,12 @@ import type { Caller } from "../domain/Auth.js"
 import { ApprovalDenied, ApprovalRequired, NotFound, OwnerApprovalRequired, RateLimited, ValidationError } from "../domain/Errors.js"
 import { ApprovalDecided, ApprovalRequested } from "../domain/Events.js"
 import { nowIso } from "../domain/Time.js"
+import { makeOwnerView } from "./approvals/OwnerView.js"
 import { Auth } from "./Auth.js"
 import { Events } from "./Events.js"
 import { spanned } from "./Spans.js"
 import { serialize } from "./store/Locking.js"
-import { limitTo, makeStatements } from "./store/Statements.js"
+import { makeStatements } from "./store/Statements.js"
 import type { PollOwner } from "./Wakeups.js"
 import { Wakeups } from "./Wakeups.js"
 
@@ -49,8 +50,6 @@ export const PENDING_APPROVALS_PER_CONNECTION = 50
 export const PENDING_APPROVALS_SETTING = "SOPHIA_PENDING_APPROVALS_PER_CONNECTION"
 /** Approval ids asked about in one statement. */
 const IDS_AT_ONCE = 500
-/** How many decided approvals the owner's view lists (the most recently asked first). */
-const RECENTLY_DECIDED = 20
 const COLUMNS = "id, user_id, connection_id, tool, access, args_hash, args, status, created_at, decided_at, decided_via, executed_at, result"
 
 /** The tool a gated call is for. */
@@ -117,17 +116,12 @@ const makeApprovalRows = Effect.gen(function*() {
     sql`UPDATE approvals SET result = ${p.result} WHERE id = ${p.id}`)
   const pendingRows = named("Approvals.pending", () => sql`SELECT ${columns} FROM approvals WHERE status = 'pending' ORDER BY created_at, id`)
   const allRows = named("Approvals.all", () => sql`SELECT ${columns} FROM approvals ORDER BY created_at, id`)
-  const decidedRows = named("Approvals.recentlyDecided", () =>
-    sql`SELECT ${columns} FROM approvals WHERE status <> 'pending' ORDER BY created_at DESC, id DESC ${limitTo(sql, RECENTLY_DECIDED)}`)
 
   const pendingCount = namedValues("Approvals.pendingOfConnection", (p: { connectionId: string }) =>
     sql`SELECT COUNT(*) FROM approvals WHERE connection_id = ${p.connectionId} AND status = 'pending'`)
   const decidedAmongRows = shaped("Approvals.decidedAmong", 64, (p: { ids: ReadonlyArray<string> }) =>
     sql`SELECT id, user_id, connection_id, status, decided_at, decided_via FROM approvals
       WHERE ${sql.in("id", p.ids)} AND status <> 'pending'`)
-
-  const stampRow = namedValues("Approvals.stamp", () =>
-    sql`SELECT COUNT(*), COALESCE(MAX(created_at), ''), COALESCE(MAX(decided_at), '') FROM approvals`)
 
   const byId = (id: string) => byIdRows({ id }).pipe(Effect.flatMap(decodeApprovals), Effect.map((rows) => Option.fromNullable(rows[0])))
   return {
@@ -142,8 +136,6 @@ const makeApprovalRows = Effect.gen(function*() {
     storeResult,
     pending: Effect.flatMap(pendingRows({}), decodeApprovals),
     all: Effect.flatMap(allRows({}), decodeApprovals),
-    recentlyDecided: Effect.flatMap(decidedRows({}), decodeApprovals),
-    stamp: Effect.map(stampRow({}), (rows) => rows[0].join("/")),
     pendingOf: (connectionId: string) => Effect.map(pendingCount({ connectionId }), (rows) => Number(rows[0][0])),
     decidedAmong: (ids: ReadonlyArray<string>) => Effect.flatMap(decidedAmongRows({ ids }), decodeDecidedRows)
   } as const
@@ -387,20 +379,9 @@ export class Approvals extends Effect.Service<Approvals>()("sophia/Approvals", {
       }, Effect.catchTag("SqlError", "ParseError", Effect.die))
     )
 
-    /** The owner's view of what was decided: the most recently asked decided approvals, newest first. */
-    const recentlyDecided = spanned(
-      "Approvals.recentlyDecided",
-      Effect.fnUntraced(function*() {
-        return yield* toInfos(yield* rows.recentlyDecided)
-      }, Effect.catchTag("SqlError", "ParseError", Effect.die))
-    )
-
-    /**
-     * What the approvals are as of now, in a few bytes: it changes whenever an approval is asked or decided,
-     * by any process on the store (the portal's live view compares it when the store moved and no event
-     * said why: a stdio agent or the CLI writing the same SQLite file publishes no event here).
-     */
-    const stamp = spanned("Approvals.stamp", () => Effect.orDie(rows.stamp))
+    // the owner's portal, light however many are pending: a page at a time with the head of each one's
+    // arguments, one approval in full, and the stamp its live check compares (approvals/OwnerView.ts)
+    const { pendingPage, recentlyDecided, approvalInFull, stamp } = yield* makeOwnerView
 
     /** The owner's gesture: approve or deny a pending approval (the CLI, the portal). */
     const decide = spanned(
@@ -470,6 +451,6 @@ export class Approvals extends Effect.Service<Approvals>()("sophia/Approvals", {
       }, Effect.catchTag("SqlError", "ParseError", Effect.die))
     )
 
-    return { gate, list, recentlyDecided, decide, status, waitMs, stamp, decisionsAmong } as const
+    return { gate, list, decide, status, waitMs, decisionsAmong, pendingPage, recentlyDecided, approvalInFull, stamp } as const
   })
 }) {}

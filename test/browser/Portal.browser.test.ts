@@ -198,8 +198,9 @@ suite("the owner's portal in chromium", () => {
     await page.goto(`${daemon.baseUrl}/portal`)
     await page.getByLabel("Name", { exact: true }).fill("newbie")
     await page.getByLabel("Profile").selectOption("full")
-    // caught up unless asked: the history box is there, unticked
+    // caught up unless asked: the history box is there, unticked; so is the elicitation allowance (the owner decides)
     assert.isFalse(await page.getByLabel(/history unread/).isChecked())
+    assert.isFalse(await page.getByLabel(/approve its plain writes by elicitation/).isChecked())
     await page.getByRole("button", { name: "Create connection" }).click()
     const bearer = (await page.locator("#bearer").textContent())!.trim()
     assert.match(bearer, /^sph_/)
@@ -391,6 +392,42 @@ suite("the owner's portal in chromium", () => {
     const retry = await rest(bearers.scribe, "sophia.add_document", { title: "Keyboard only", body: "tab, tab, enter", approval_id: id })
     assert.strictEqual(retry.status, 200, JSON.stringify(retry.body))
     await phone.close()
+  })
+
+  it("Approvals is paged: 50 newest first, the rest behind Older approvals; a long argument is read whole before Approve", async () => {
+    for (const name of ["flood-a", "flood-b"]) {
+      mint(name, "assistant")
+      for (let i = 0; i < 30; i++) {
+        const refused = await rest(bearers[name], "sophia.add_document", { title: `${name} ${i}`, body: i === 0 ? "long ".repeat(1_000) : "short" })
+        assert.strictEqual(refused.body.error.code, "approval_required")
+      }
+    }
+    await page.goto(`${daemon.baseUrl}/portal/approvals`)
+    const pending = page.locator("section[aria-labelledby=pending-h] [data-approval]")
+    assert.strictEqual(await pending.count(), 50)
+    assert.include(await page.locator("#pending-h").innerText(), "Pending (60)")
+    assert.include(await pending.first().innerText(), "flood-b 29")
+    await page.getByRole("link", { name: "Older approvals" }).click()
+    assert.strictEqual(await pending.count(), 10)
+    const long = pending.filter({ hasText: "flood-a 0" })
+    assert.strictEqual(await long.getByRole("button", { name: "Approve" }).count(), 0)
+    await long.getByRole("link", { name: /characters of the arguments/ }).click()
+    assert.include(await page.locator("[data-approval] pre").innerText(), "long long")
+    assert.strictEqual(await page.getByRole("button", { name: "Approve" }).count(), 1)
+    await page.getByRole("link", { name: "All pending approvals" }).click()
+    assert.strictEqual(await pending.count(), 50)
+  })
+
+  it("a connection created with the elicitation box ticked is marked on Fleet", async () => {
+    await page.goto(`${daemon.baseUrl}/portal`)
+    await page.getByLabel("Name", { exact: true }).fill("trusted")
+    await page.getByLabel(/approve its plain writes by elicitation/).check()
+    await page.getByRole("button", { name: "Create connection" }).click()
+    await page.getByRole("status").filter({ hasText: "its own client may approve its plain writes" }).waitFor()
+    await page.goto(`${daemon.baseUrl}/portal`)
+    const row = (name: string) => page.getByRole("row").filter({ has: page.getByRole("rowheader", { name, exact: true }) })
+    assert.include(await row("trusted").innerText(), "client approves writes")
+    assert.notInclude(await row("scribe").innerText(), "client approves writes")
   })
 
   it("Log out ends the session", async () => {

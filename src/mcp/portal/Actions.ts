@@ -10,13 +10,14 @@ import { Dispatcher } from "../Dispatch.js"
 import { newConnectionConfigs, PortalDaemon } from "./Daemon.js"
 import type { Html } from "./Html.js"
 import * as Pages from "./Pages.js"
-import { back, clearSessionCookie } from "./Web.js"
+import { back, clearSessionCookie, percentDecoded } from "./Web.js"
 
 /** What an action answers: a redirect (Post/Redirect/Get), a page rendered with something above its region, or no such action. */
 export type ActionOutcome =
   | { readonly _tag: "Redirect"; readonly location: string; readonly headers?: Record<string, string> }
   | { readonly _tag: "Render"; readonly path: string; readonly extra: Html; readonly notice?: string }
   | { readonly _tag: "NoSuchAction" }
+  | { readonly _tag: "BadRequest"; readonly message: string }
 
 const redirectTo = (location: string, headers?: Record<string, string>): ActionOutcome => ({ _tag: "Redirect", location, ...(headers ? { headers } : {}) })
 const done = (path: string, outcome: Either.Either<string, { readonly message: string } | string>) =>
@@ -25,6 +26,14 @@ const done = (path: string, outcome: Either.Either<string, { readonly message: s
     : redirectTo(back(path, "notice", outcome.right))
 
 const decodeProfile = Schema.decodeUnknownOption(Profile)
+
+/** An id in an action's path, decoded — or the 400 of one that is not valid percent-encoding. */
+const withId = (segment: string, then: (id: string) => Effect.Effect<ActionOutcome>): Effect.Effect<ActionOutcome> => {
+  const id = percentDecoded(segment)
+  return id === undefined
+    ? Effect.succeed({ _tag: "BadRequest", message: `${segment.slice(0, 80)} is not valid percent-encoding` } as const)
+    : then(id)
+}
 
 /**
  * Every owner action: a decoded form in, one service call (or a tool call through the Dispatcher, as the
@@ -52,12 +61,15 @@ export const makeActions = Effect.gen(function*() {
         profile: profile.value,
         scope: (form.get("scope") ?? "").split(",").map((s) => s.trim()).filter((s) => s.length > 0),
         // caught up unless the owner asks for the history (the checkbox)
-        backlog: form.get("backlog") === "1"
+        backlog: form.get("backlog") === "1",
+        // the owner decides its writes unless it lets the connection's own client answer (the checkbox)
+        allowElicitation: form.get("allow_elicitation") === "1"
       }))
       if (Either.isLeft(minted)) return redirectTo(back("/portal", "error", minted.left.message))
       // the bearer is shown once: rendered into this response, never into a URL
       const configs = newConnectionConfigs(daemon, mcpUrl, minted.right.bearer)
-      return { _tag: "Render", path: "/portal", extra: Pages.mintedBody(minted.right, configs), notice: `created ${minted.right.name}` } as const
+      const notice = `created ${minted.right.name}${form.get("allow_elicitation") === "1" ? " (its own client may approve its plain writes)" : ""}`
+      return { _tag: "Render", path: "/portal", extra: Pages.mintedBody(minted.right, configs), notice } as const
     })
 
   const changeConnection = (id: string, verb: string, form: URLSearchParams) =>
@@ -87,15 +99,20 @@ export const makeActions = Effect.gen(function*() {
       }
       if (path === "/portal/connections") return yield* createConnection(form, mcpUrl)
       if ((m = /^\/portal\/connections\/([0-9a-f-]{36})\/(rename|revoke)$/.exec(path))) return yield* changeConnection(m[1], m[2], form)
-      if ((m = /^\/portal\/approvals\/([^/]+)\/(approve|deny)$/.exec(path))) return yield* decide(decodeURIComponent(m[1]), m[2])
+      if ((m = /^\/portal\/approvals\/([^/]+)\/(approve|deny)$/.exec(path))) {
+        const verb = m[2]
+        return yield* withId(m[1], (id) => decide(id, verb))
+      }
       if (path === "/portal/ledger/verify") {
         return { _tag: "Render", path: "/portal/ledger", extra: Pages.verifyResult(yield* ledger.verify()) } as const
       }
       if ((m = /^\/portal\/knowledge\/mutations\/([^/]+)\/revert$/.exec(path))) {
-        const id = decodeURIComponent(m[1])
-        const caller = yield* portal.callerFor(session.user_id)
-        const outcome = yield* Effect.either(asPortal(caller, "sophia.revert_mutation", { mutation_id: id }))
-        return done("/portal/knowledge", Either.map(outcome, () => `reverted ${id}`))
+        return yield* withId(m[1], (id) =>
+          Effect.gen(function*() {
+            const caller = yield* portal.callerFor(session.user_id)
+            const outcome = yield* Effect.either(asPortal(caller, "sophia.revert_mutation", { mutation_id: id }))
+            return done("/portal/knowledge", Either.map(outcome, () => `reverted ${id}`))
+          }))
       }
       return { _tag: "NoSuchAction" } as const
     })

@@ -7,6 +7,7 @@ import type { LedgerDiff, LedgerStatus } from "../../domain/Ledger.js"
 import type { FleetView } from "../../domain/Portal.js"
 import type { WaitGraphResult } from "../../domain/Waits.js"
 import { WAIT_CHANNEL } from "../../domain/Waits.js"
+import type { ApprovalCursor, ApprovalInFull, ApprovalSummary, PendingPage } from "../../services/approvals/OwnerView.js"
 import type { Knowledge } from "../../services/Knowledge.js"
 import type { DocumentCursor } from "../../services/knowledge/DocumentList.js"
 import type { Ledger, VerifyReport } from "../../services/Ledger.js"
@@ -79,7 +80,11 @@ export const fleetBody = (csrf: string, view: FleetView) => {
 ${
     live.map(({ connection: c, ...r }) =>
       html`<tr data-connection="${c.connection_id}"><th scope="row">${c.name}</th><td><code>${c.connection_short}</code></td><td>${c.user_name}</td>
-<td><span class="badge profile-${r.is_portal ? "portal" : c.profile}">${r.is_portal ? "portal" : c.profile}</span></td>
+<td><span class="badge profile-${r.is_portal ? "portal" : c.profile}">${r.is_portal ? "portal" : c.profile}</span>${
+        c.allow_elicitation && !r.is_portal
+          ? html` <span class="badge elicitation" title="its own MCP client may approve its plain writes by elicitation">client approves writes</span>`
+          : ""
+      }</td>
 <td>${c.entity_scope.length === 0 ? "all" : c.entity_scope.join(", ")}</td><td>${since(c.last_seen_at)}</td>
 <td>${r.unread}</td><td>${r.open_waits}</td><td>${
         r.claimed.length === 0 ? "—" : r.claimed.map((w) => html`<a href="/portal/ledger?work=${encodeURIComponent(w.work_id)}">${w.work_id}</a> `)
@@ -110,6 +115,7 @@ export const createForm = (csrf: string) =>
 <label for="cc-profile">Profile</label><select id="cc-profile" name="profile"><option value="observer">observer</option><option value="assistant" selected>assistant</option><option value="full">full</option></select>
 <label for="cc-scope">Scope (entity ids, comma-separated; empty = all)</label><input id="cc-scope" name="scope" autocomplete="off">
 <span class="check"><input type="checkbox" id="cc-backlog" name="backlog" value="1"><label for="cc-backlog">Start with the channels' history unread (default: caught up; posts to it still count)</label></span>
+<span class="check"><input type="checkbox" id="cc-elicit" name="allow_elicitation" value="1"><label for="cc-elicit">Let its own MCP client approve its plain writes by elicitation (default: you decide each; elevated tools always need you)</label></span>
 <input type="hidden" name="_csrf" value="${csrf}"><button type="submit">Create connection</button></form></section>`
 
 /**
@@ -127,28 +133,83 @@ export const mintedBody = (minted: { connection_id: string; name: string; profil
 
 // ------------------------------------------------------------------ Approvals
 
-const approvalRow = (csrf: string, a: ApprovalInfo, decided: boolean) =>
-  html`<article class="approval card" data-approval="${a.approval_id}" aria-labelledby="ap-${a.approval_id}">
+/** Where a page of the approvals listing starts, as its link carries it: `<created_at>~<approval_id>`. */
+export const approvalCursorParam = (c: ApprovalCursor) => `${c.created_at}~${c.approval_id}`
+export const approvalCursorOf = (param: string | null): ApprovalCursor | undefined => {
+  const m = param === null ? null : /^(\d{4}-\d\d-\d\dT[0-9:.]+Z)~(.{1,200})$/.exec(param)
+  return m ? { created_at: m[1], approval_id: m[2] } : undefined
+}
+
+const approvalHref = (id: string) => `/portal/approvals?approval=${encodeURIComponent(id)}`
+
+/** The arguments' JSON pretty-printed (as stored, should it not parse). */
+const prettyArgs = (text: string) => {
+  try {
+    return json(JSON.parse(text))
+  } catch {
+    return text
+  }
+}
+
+/**
+ * An approval's arguments as a listing shows them: all of them, or — past the head the listing carries — the
+ * head and a link to the approval with every character (the owner approves only what it has read).
+ */
+const argsShown = (a: ApprovalSummary | ApprovalInFull) =>
+  "args" in a
+    ? html`<pre class="args" aria-label="arguments">${json(a.args)}</pre>`
+    : a.args_whole
+    ? html`<pre class="args" aria-label="arguments">${prettyArgs(a.args_head)}</pre>`
+    : html`<pre class="args" aria-label="arguments, start">${a.args_head}…</pre><p><a href="${approvalHref(a.approval_id)}">Read all ${
+      plural(a.args_chars, "character")
+    } of the arguments</a> (to approve)</p>`
+
+const approvalRow = (csrf: string, a: ApprovalSummary | ApprovalInFull) => {
+  const decided = a.status !== "pending"
+  const whole = "args" in a || a.args_whole
+  return html`<article class="approval card" data-approval="${a.approval_id}" aria-labelledby="ap-${a.approval_id}">
 <h3 id="ap-${a.approval_id}"><code>${a.tool}</code> <span class="badge access-${a.access}">${a.access}</span>${
     decided ? html` <span class="badge status-${a.status}">${a.status}</span>` : ""
   }</h3>
 <p>by <strong>${a.connection_name}</strong> <code>${a.connection_id.slice(0, 8)}</code> (${a.user_name}) · asked ${since(a.created_at)}${
     decided && a.decided_at ? html` · decided ${since(a.decided_at)} via ${a.decided_via ?? ""}` : ""
   }</p>
-<pre class="args" aria-label="arguments">${json(a.args)}</pre>
+${argsShown(a)}
 ${
-    decided ? "" : html`<div class="actions">${form(csrf, `/portal/approvals/${a.approval_id}/approve`, "Approve")}${
+    decided ? "" : html`<div class="actions">${whole ? form(csrf, `/portal/approvals/${a.approval_id}/approve`, "Approve") : ""}${
       form(csrf, `/portal/approvals/${a.approval_id}/deny`, "Deny")
     }</div>`
   }</article>`
+}
 
-export const approvalsBody = (csrf: string, pending: ReadonlyArray<ApprovalInfo>, recent: ReadonlyArray<ApprovalInfo>) =>
-  html`<section aria-labelledby="pending-h"><h2 id="pending-h">Pending (${pending.length})</h2>${
-    pending.length === 0 ? html`<p class="muted">Nothing waits for your decision.</p>` : pending.map((a) => approvalRow(csrf, a, false))
+/** The links to the pages around this one: newer (or the newest) above, older below. */
+const approvalsPager = (page: PendingPage) =>
+  page.newer === null && page.older === null ? "" : html`<nav class="pager" aria-label="Pending approvals">${
+    page.newer === "newest"
+      ? html`<a href="/portal/approvals">Newest approvals</a> `
+      : page.newer !== null
+      ? html`<a href="/portal/approvals?after=${encodeURIComponent(approvalCursorParam(page.newer))}" rel="prev">Newer approvals</a> `
+      : ""
+  }${page.older === null ? "" : html`<a href="/portal/approvals?before=${encodeURIComponent(approvalCursorParam(page.older))}" rel="next">Older approvals</a>`}</nav>`
+
+/** Pending approvals a page at a time, newest first (each with the head of its arguments), and the most recently decided. */
+export const approvalsBody = (csrf: string, page: PendingPage, recent: ReadonlyArray<ApprovalSummary>) =>
+  html`<section aria-labelledby="pending-h"><h2 id="pending-h">Pending (${page.total})</h2>${
+    page.total === 0
+      ? html`<p class="muted">Nothing waits for your decision.</p>`
+      : html`<p class="muted">${page.items.length === page.total ? "newest first" : `${page.items.length} of ${page.total} shown, newest first`}</p>${
+        page.items.length === 0 ? html`<p class="muted">None on this page.</p>` : page.items.map((a) => approvalRow(csrf, a))
+      }${approvalsPager(page)}`
   }</section>
 <section aria-labelledby="recent-h"><h2 id="recent-h">Recently decided</h2>${
-    recent.length === 0 ? html`<p class="muted">None yet.</p>` : recent.map((a) => approvalRow(csrf, a, true))
+    recent.length === 0 ? html`<p class="muted">None yet.</p>` : recent.map((a) => approvalRow(csrf, a))
   }</section>`
+
+/** One approval with every character of its arguments (`undefined`: no such approval). */
+export const approvalBody = (csrf: string, id: string, approval: ApprovalInFull | undefined) =>
+  html`<p><a href="/portal/approvals">All pending approvals</a></p>${
+    approval === undefined ? html`<p class="error" role="alert">No approval ${id}.</p>` : approvalRow(csrf, approval)
+  }`
 
 // ------------------------------------------------------------------ Channels
 

@@ -1,4 +1,4 @@
-import { Effect, Schema } from "effect"
+import { Effect, Option, Schema } from "effect"
 import type { Caller } from "../../domain/Auth.js"
 import { ChannelName } from "../../domain/Coordination.js"
 import { ValidationError } from "../../domain/Errors.js"
@@ -45,6 +45,9 @@ export const PAGES: Readonly<Record<string, Page>> = {
   "/portal/knowledge": { name: "Knowledge", live: ["knowledge"], extra: (_csrf, query) => Pages.knowledgeSearchForm((query.get("q") ?? "").trim()) }
 }
 
+/** The longest approval id looked up (ids are `apr-` and a UUID; `approval_id` arguments are at most 128). */
+const APPROVAL_ID_MAX = 128
+
 /** Documents on one page of the Knowledge listing. */
 const DOCUMENTS_PER_PAGE = 50
 
@@ -68,11 +71,22 @@ export const makeRegions = Effect.gen(function*() {
 
   const fleetRegion = ({ frame }: RegionInput) => Effect.map(readModel.fleet(), (view) => Pages.fleetBody(frame.csrf, view))
 
-  const approvalsRegion = ({ frame }: RegionInput) =>
+  /**
+   * A page of the pending approvals (newest first; `before`/`after` a cursor) with the head of each one's
+   * arguments and the most recently decided, or (`approval`) one approval with all of its arguments.
+   */
+  const approvalsRegion = ({ frame, query }: RegionInput) =>
     Effect.gen(function*() {
-      const pending = yield* approvals.list()
-      const recent = yield* approvals.recentlyDecided()
-      return Pages.approvalsBody(frame.csrf, pending, recent)
+      const one = query.get("approval")
+      if (one !== null) {
+        const found = one.length <= APPROVAL_ID_MAX ? yield* approvals.approvalInFull(one) : Option.none()
+        return Pages.approvalBody(frame.csrf, one.slice(0, APPROVAL_ID_MAX), Option.getOrUndefined(found))
+      }
+      const page = yield* approvals.pendingPage({
+        before: Pages.approvalCursorOf(query.get("before")),
+        after: Pages.approvalCursorOf(query.get("after"))
+      })
+      return Pages.approvalsBody(frame.csrf, page, yield* approvals.recentlyDecided())
     })
 
   /**

@@ -8,7 +8,7 @@ import { html } from "./Html.js"
 import { makeLiveStream } from "./Live.js"
 import * as Pages from "./Pages.js"
 import { makeRegions, PAGES } from "./Regions.js"
-import { loadAssets, readForm, redirect, send, sessionCookieOf, setSessionCookie } from "./Web.js"
+import { loadAssets, readForm, redirect, send, sessionCookieOf, setSessionCookie, wellEncoded } from "./Web.js"
 
 /**
  * The owner's portal under `/portal` (docs/architecture.md, "The owner's portal"): server-rendered pages,
@@ -23,6 +23,10 @@ export class PortalRoutes extends Context.Tag("sophia/PortalRoutes")<PortalRoute
 }>() {}
 
 const LOGIN_HINT = "Run `sophia portal` on the daemon's machine and open the one-time link it prints."
+
+/** The 400 of an address or a form that is not well-formed percent-encoding (a browser never sends one). */
+const badEncoding = (res: http.ServerResponse, what: string) =>
+  send(res, 400, Pages.messagePage("Bad request", `${what} is not valid percent-encoding: each % must start a %XX escape of UTF-8.`))
 
 export const PortalRoutesLive = Layer.effect(
   PortalRoutes,
@@ -68,7 +72,9 @@ export const PortalRoutesLive = Layer.effect(
       const session = await runPromise(portal.session(sessionCookieOf(req)))
       const form = await readForm(req)
       if (Option.isNone(session)) return send(res, 401, Pages.messagePage("Not logged in", "Your session ended; run `sophia portal` for a new login link."))
-      if (form === undefined || !portal.csrfMatches(session.value, form.get("_csrf"))) {
+      if (form === "malformed") return badEncoding(res, "The form")
+      if (form === "too_large") return send(res, 413, Pages.messagePage("Too large", "A portal form is at most 64 KiB."))
+      if (!portal.csrfMatches(session.value, form.get("_csrf"))) {
         return send(res, 403, Pages.messagePage("Forbidden", "This action is missing its CSRF token (reload the page and try again)."))
       }
       const outcome = await runPromise(act(path, session.value, form, `http://${req.headers.host}/mcp`))
@@ -79,6 +85,8 @@ export const PortalRoutesLive = Layer.effect(
           return renderPage(res, outcome.path, session.value, new URLSearchParams(), { extra: outcome.extra, notice: outcome.notice })
         case "NoSuchAction":
           return send(res, 404, Pages.messagePage("Not found", "No such portal action."))
+        case "BadRequest":
+          return send(res, 400, Pages.messagePage("Bad request", outcome.message))
       }
     }
 
@@ -89,6 +97,11 @@ export const PortalRoutesLive = Layer.effect(
     }
 
     const handle = async (req: http.IncomingMessage, res: http.ServerResponse, url: URL): Promise<void> => {
+      // an address no browser would send is refused before anything reads it (every id in a path is decoded later)
+      if (!wellEncoded(url.pathname) || !wellEncoded(url.search.slice(1))) {
+        req.resume()
+        return badEncoding(res, "The address")
+      }
       const path = url.pathname.length > 7 && url.pathname.endsWith("/") ? url.pathname.slice(0, -1) : url.pathname
       // a bearer opens nothing under /portal (the portal is the owner's cookie session, never an agent's)
       if (req.headers.authorization !== undefined) {

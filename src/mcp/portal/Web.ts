@@ -38,8 +38,23 @@ export const setSessionCookie = (token: string, maxAgeS: number) =>
 /** `Set-Cookie` that drops the session cookie (logout). */
 export const clearSessionCookie = `${PORTAL_COOKIE}=; HttpOnly; SameSite=Strict; Path=/portal; Max-Age=0`
 
-/** A url-encoded form body, or undefined past `MAX_FORM_BYTES`. */
-export const readForm = (req: http.IncomingMessage): Promise<URLSearchParams | undefined> =>
+/** A percent-decoded text (a path segment), or undefined when its encoding is malformed. */
+export const percentDecoded = (text: string): string | undefined => {
+  try {
+    return decodeURIComponent(text)
+  } catch {
+    return undefined
+  }
+}
+
+/** Whether a path, query or form body is well-formed percent-encoding (a browser never sends anything else). */
+export const wellEncoded = (text: string) => !text.includes("%") || percentDecoded(text) !== undefined
+
+/**
+ * A url-encoded form body; `too_large` past `MAX_FORM_BYTES`; `malformed` when it is not well-formed
+ * percent-encoding (`URLSearchParams` would read such a body silently, as replacement characters).
+ */
+export const readForm = (req: http.IncomingMessage): Promise<URLSearchParams | "too_large" | "malformed"> =>
   new Promise((resolve, reject) => {
     const chunks: Array<Buffer> = []
     let size = 0
@@ -49,7 +64,11 @@ export const readForm = (req: http.IncomingMessage): Promise<URLSearchParams | u
       if (size > MAX_FORM_BYTES) over = true
       else chunks.push(c)
     })
-    req.on("end", () => resolve(over ? undefined : new URLSearchParams(Buffer.concat(chunks).toString("utf8"))))
+    req.on("end", () => {
+      if (over) return resolve("too_large")
+      const body = Buffer.concat(chunks).toString("utf8")
+      resolve(wellEncoded(body) ? new URLSearchParams(body) : "malformed")
+    })
     req.on("error", reject)
   })
 
