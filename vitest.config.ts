@@ -21,6 +21,7 @@ const SERVICE_SUITE = [
   "test/Inbox.test.ts",
   "test/Knowledge.test.ts",
   "test/Leases.test.ts",
+  "test/LeaseWaits.test.ts",
   "test/Ledger.test.ts",
   "test/LedgerContract.test.ts",
   "test/LedgerProperties.test.ts",

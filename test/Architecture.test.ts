@@ -194,6 +194,7 @@ describe("domain events", () => {
         ["ConnectionRevoked", "Sandbox.onConnectionRevoked", "atomic"],
         ["ConnectionRevoked", "Waits.onConnectionRevoked", "atomic"],
         ["ConnectionRevoked", "Ledger.observeRevocation", "isolated"],
+        ["LeaseChanged", "Waits.onLeaseChanged", "atomic"],
         ["WaitResolved", "Ledger.observeWait", "isolated"]
       ])
     }).pipe(Effect.provide(App)))

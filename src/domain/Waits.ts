@@ -51,12 +51,20 @@ export const SeqReached = Schema.Struct({
 })
 export type SeqReached = typeof SeqReached.Type
 
-export const Predicate = Schema.Union(PostExists, SeqReached)
+/** The resource could be granted to the waiter now: no live holder's lease stands in its way (leases). */
+export const LeaseFree = Schema.Struct({
+  type: Schema.Literal("lease_free"),
+  resource: Schema.String.pipe(Schema.maxLength(500)).annotations({ description: "path:<glob> | slot:<name>" }),
+  project: Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200)))
+})
+export type LeaseFree = typeof LeaseFree.Type
+
+export const Predicate = Schema.Union(PostExists, SeqReached, LeaseFree)
 export type Predicate = typeof Predicate.Type
 
 export const DeclareWaitInput = Schema.Struct({
-  on: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200)).annotations({
-    description: "who blocks you: connection id, 8-char short id, or name"
+  on: Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200))).annotations({
+    description: "who blocks you: connection id, 8-char short id, or name (lease_free: default a holder)"
   }),
   predicate: Predicate,
   reason: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(2000)),

@@ -93,6 +93,14 @@ export const EventWiring = Layer.effectDiscard(Effect.gen(function*() {
     policy: "isolated",
     handle: ledger.observeRevocation
   })
+  // a lease that ended may free a `lease_free` wait: it resolves with the end, or the end rolls back
+  yield* events.subscribe({
+    on: "LeaseChanged",
+    name: "Waits.onLeaseChanged",
+    policy: "atomic",
+    when: (e) => e.change !== "granted" && e.change !== "renewed",
+    handle: waits.onLeaseChanged
+  })
   yield* events.subscribe({
     on: "WaitResolved",
     name: "Ledger.observeWait",

@@ -10,6 +10,7 @@ import { Ledger } from "../Ledger.js"
 import { spanned } from "../Spans.js"
 import { makeStatements } from "../store/Statements.js"
 import { findCycles } from "./Cycles.js"
+import type { makeLeaseWaits } from "./LeaseWaits.js"
 
 /**
  * The user's wait graph as a whole: who is blocked on whom, its cycles, the waits nobody will answer
@@ -21,6 +22,7 @@ const JsonObject = Schema.parseJson(Schema.Record({ key: Schema.String, value: S
 
 const EdgeRow = Schema.Struct({
   id: Schema.String,
+  pred_type: Schema.String,
   waiter_connection_id: Schema.String,
   on_connection_id: Schema.String,
   predicate: JsonObject,
@@ -31,7 +33,7 @@ const EdgeRow = Schema.Struct({
 const decodeEdges = Schema.decodeUnknown(Schema.Array(EdgeRow))
 const decodeTargets = Schema.decodeUnknown(Schema.Array(Schema.Struct({ on_connection_id: Schema.String, created_at: Schema.String })))
 
-export const makeGraph = Effect.gen(function*() {
+export const makeGraph = (leaseWaits: Effect.Effect.Success<ReturnType<typeof makeLeaseWaits>>) => Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const auth = yield* Auth
   const ledger = yield* Ledger
@@ -50,13 +52,18 @@ export const makeGraph = Effect.gen(function*() {
   }
 
   const openEdges = named("Waits.graphEdges", (p: { userId: string }) =>
-    sql`SELECT id, waiter_connection_id, on_connection_id, predicate, reason, expires_at, created_at
+    sql`SELECT id, pred_type, waiter_connection_id, on_connection_id, predicate, reason, expires_at, created_at
       FROM waits WHERE user_id = ${p.userId} AND status = 'open'
       ORDER BY created_at, id`)
 
   /** Who is blocked on whom across the caller's user, with cycles and the waits and work nobody will answer. */
   const graph = spanned("Waits.graph", Effect.fnUntraced(function*(caller: Caller) {
-    const rows = yield* Effect.flatMap(openEdges({ userId: caller.userId }), decodeEdges)
+    const waits = yield* Effect.flatMap(openEdges({ userId: caller.userId }), decodeEdges)
+    // a `lease_free` wait's edges run to the live holders in its way now (none: it is about to hold)
+    const leaseEdges = waits.some((w) => w.pred_type === "lease_free") ? yield* leaseWaits.edgesOf(caller.userId) : []
+    const rows = waits.flatMap((w) =>
+      w.pred_type !== "lease_free" ? [w] : leaseEdges.filter((e) => e.waitId === w.id).map((e) => ({ ...w, on_connection_id: e.on }))
+    )
     const now = yield* Clock.currentTimeMillis
     const connections = yield* auth.connections(rows.flatMap((r) => [r.waiter_connection_id, r.on_connection_id]))
     const nameOf = (id: string) => connections.get(id)?.name ?? connectionShort(id)
@@ -72,8 +79,9 @@ export const makeGraph = Effect.gen(function*() {
     const cycles = findCycles(rows.map((r) => [r.waiter_connection_id, r.on_connection_id] as const)).map((cycle) =>
       [...cycle, cycle[0]].map(ref)
     )
+    // (a `lease_free` wait is never orphaned: a holder gone makes it hold, it does not leave it unanswered)
     const orphaned = rows.flatMap((r): Array<WaitGraphResult["orphaned"]["waits"][number]> => {
-      const gone = orphanedWait(r, connections, now)
+      const gone = r.pred_type === "lease_free" ? undefined : orphanedWait(r, connections, now)
       return gone === undefined ? [] : [{
         wait_id: r.id,
         connection_id: r.on_connection_id,
@@ -96,7 +104,7 @@ export const makeGraph = Effect.gen(function*() {
    * building the graph: only who each wait is on and since when.
    */
   const openTargets = named("Waits.openTargets", (p: { userId: string }) =>
-    sql`SELECT on_connection_id, created_at FROM waits WHERE user_id = ${p.userId} AND status = 'open'`)
+    sql`SELECT on_connection_id, created_at FROM waits WHERE user_id = ${p.userId} AND status = 'open' AND pred_type <> 'lease_free'`)
   const countOrphaned = spanned("Waits.countOrphaned", Effect.fnUntraced(function*(caller: Caller) {
     const rows = yield* Effect.flatMap(openTargets({ userId: caller.userId }), decodeTargets)
     if (rows.length === 0) return 0

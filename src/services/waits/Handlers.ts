@@ -3,6 +3,7 @@ import { Effect, Schema } from "effect"
 import type { ConnectionRevoked, PostLanded } from "../../domain/Events.js"
 import { DbInt } from "../../domain/Time.js"
 import { makeStatements } from "../store/Statements.js"
+import type { makeLeaseWaits } from "./LeaseWaits.js"
 import type { makeResolutions } from "./Resolutions.js"
 import { satisfiedHow } from "./Resolutions.js"
 
@@ -21,7 +22,10 @@ const OpenWaitRow = Schema.Struct({
 })
 const decodeOpenWaits = Schema.decodeUnknown(Schema.Array(OpenWaitRow))
 
-export const makeHandlers = (resolutions: Effect.Effect.Success<typeof makeResolutions>) =>
+export const makeHandlers = (
+  resolutions: Effect.Effect.Success<typeof makeResolutions>,
+  leaseWaits: Effect.Effect.Success<ReturnType<typeof makeLeaseWaits>>
+) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const { named } = yield* makeStatements
@@ -56,9 +60,15 @@ export const makeHandlers = (resolutions: Effect.Effect.Success<typeof makeResol
         }
       }).pipe(Effect.catchTag("SqlError", "ParseError", Effect.die))
 
-    /** `ConnectionRevoked` (inside its transaction): waits on it become unverifiable now; its own waits end. */
+    /**
+     * `ConnectionRevoked` (inside its transaction): waits on it become unverifiable now; its own waits end; a
+     * `lease_free` wait it stood in the way of may hold now (its leases are orphaned).
+     */
     const onConnectionRevoked = (revoked: ConnectionRevoked) =>
-      resolutions.resolveRevoked(revoked).pipe(Effect.catchTag("SqlError", "ParseError", Effect.die))
+      resolutions.resolveRevoked(revoked).pipe(
+        Effect.zipRight(leaseWaits.onHolderRevoked(revoked.user_id, revoked.at)),
+        Effect.catchTag("SqlError", "ParseError", Effect.die)
+      )
 
     return { onPostLanded, onConnectionRevoked } as const
   })

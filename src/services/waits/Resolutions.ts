@@ -103,7 +103,7 @@ export const makeResolutions = Effect.gen(function*() {
 
   const awaitedRevoked = named("Waits.resolveAwaitedRevoked", (p: { userId: string; connectionId: string; at: string; how: string }) =>
     sql`UPDATE waits SET status = 'unverifiable', resolved_at = ${p.at}, resolved_by = NULL, how = ${p.how}
-      WHERE user_id = ${p.userId} AND status = 'open'
+      WHERE user_id = ${p.userId} AND status = 'open' AND pred_type <> 'lease_free'
         AND (on_connection_id = ${p.connectionId} OR from_connection_id = ${p.connectionId})
       RETURNING ${returning}`)
   const waiterRevoked = named("Waits.endWaiterRevoked", (p: { userId: string; connectionId: string; at: string }) =>
@@ -113,7 +113,8 @@ export const makeResolutions = Effect.gen(function*() {
 
   /**
    * A revoked connection: the waits on it become `unverifiable` (the predicate can no longer be read), and
-   * its own waits end, since a revoked waiter can never read a signal: without a delivery.
+   * its own waits end, since a revoked waiter can never read a signal: without a delivery. (A `lease_free`
+   * wait on it is not unverifiable: its leases are orphaned, so the wait may hold — `LeaseWaits`.)
    */
   const resolveRevoked = (revoked: ConnectionRevoked) =>
     Effect.gen(function*() {

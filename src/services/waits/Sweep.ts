@@ -4,6 +4,7 @@ import { Auth } from "../Auth.js"
 import { Events } from "../Events.js"
 import { spanned } from "../Spans.js"
 import { makeStatements } from "../store/Statements.js"
+import type { makeLeaseWaits } from "./LeaseWaits.js"
 import type { makeResolutions } from "./Resolutions.js"
 
 /**
@@ -15,7 +16,10 @@ import type { makeResolutions } from "./Resolutions.js"
 const decodeIds = Schema.decodeUnknown(Schema.Array(Schema.Struct({ id: Schema.String })))
 const decodeOpenOn = Schema.decodeUnknown(Schema.Array(Schema.Struct({ id: Schema.String, on_connection_id: Schema.String })))
 
-export const makeSweep = (resolutions: Effect.Effect.Success<typeof makeResolutions>) =>
+export const makeSweep = (
+  resolutions: Effect.Effect.Success<typeof makeResolutions>,
+  leaseWaits: Effect.Effect.Success<ReturnType<typeof makeLeaseWaits>>
+) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const auth = yield* Auth
@@ -24,7 +28,8 @@ export const makeSweep = (resolutions: Effect.Effect.Success<typeof makeResoluti
 
     const overdue = named("Waits.overdue", (p: { now: number }) =>
       sql`SELECT id FROM waits WHERE status = 'open' AND expires_ms <= ${p.now} ORDER BY expires_ms`)
-    const allOpen = named("Waits.allOpen", () => sql`SELECT id, on_connection_id FROM waits WHERE status = 'open'`)
+    const allOpen = named("Waits.allOpen", () =>
+      sql`SELECT id, on_connection_id FROM waits WHERE status = 'open' AND pred_type <> 'lease_free'`)
 
     /** Resolve what is overdue (or awaits a revoked connection). Returns how many waits this call resolved. */
     const sweep = spanned("Waits.sweep", Effect.fnUntraced(function*() {
@@ -38,6 +43,9 @@ export const makeSweep = (resolutions: Effect.Effect.Success<typeof makeResoluti
       for (const { id } of yield* Effect.flatMap(overdue({ now }), decodeIds)) {
         resolved += yield* events.transaction(resolutions.resolveOverdue(id, at))
       }
+      // a `lease_free` wait holds once nobody live stands in its way (a holder gone silent, a lease past its
+      // expiry, an end in another process of a SQLite file)
+      resolved += yield* leaseWaits.sweep
       // the fallback for a revocation whose transaction did not resolve the waits on it (the revocation
       // itself resolves them; this only mops up): ask Auth which awaited connections are revoked
       const open = yield* Effect.flatMap(allOpen({}), decodeOpenOn)
