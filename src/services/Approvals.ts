@@ -381,7 +381,7 @@ export class Approvals extends Effect.Service<Approvals>()("sophia/Approvals", {
 
     // the owner's portal, light however many are pending: a page at a time with the head of each one's
     // arguments, one approval in full, and the stamp its live check compares (approvals/OwnerView.ts)
-    const { pendingPage, recentlyDecided, approvalInFull, stamp } = yield* makeOwnerView
+    const { pendingPage, recentlyDecided, approvalInFull, stamp, pendingCount } = yield* makeOwnerView
 
     /** The owner's gesture: approve or deny a pending approval (the CLI, the portal). */
     const decide = spanned(
@@ -451,6 +451,6 @@ export class Approvals extends Effect.Service<Approvals>()("sophia/Approvals", {
       }, Effect.catchTag("SqlError", "ParseError", Effect.die))
     )
 
-    return { gate, list, decide, status, waitMs, decisionsAmong, pendingPage, recentlyDecided, approvalInFull, stamp } as const
+    return { gate, list, decide, status, waitMs, decisionsAmong, pendingPage, recentlyDecided, approvalInFull, stamp, pendingCount } as const
   })
 }) {}

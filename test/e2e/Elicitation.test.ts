@@ -13,6 +13,9 @@ import { HttpServer } from "../../src/mcp/Http.js"
 import { makeMcpServer } from "../../src/mcp/McpServer.js"
 import { Approvals } from "../../src/services/Approvals.js"
 import { Auth } from "../../src/services/Auth.js"
+import { tempDb } from "../support/Cli.js"
+import { startDaemon } from "../support/Daemon.js"
+import { appOnFile } from "../support/Fixtures.js"
 import { ServeTest } from "../support/Serve.js"
 
 /**
@@ -218,4 +221,53 @@ describe("Elicitation over the real Streamable HTTP layer", () => {
       assert.notStrictEqual(again.isError, true, JSON.stringify(again))
       assert.strictEqual(plain.asked.length, 0)
     }).pipe(Effect.provide(ServeTest())))
+})
+
+describe("Elicitation against a running `sophia serve` process", () => {
+  it("an eager client's accept runs a plain write only on the connection minted with the allowance; elevated never", async () => {
+    const db = tempDb()
+    const daemon = await startDaemon(db)
+    // the owner mints on the daemon's file (what `sophia connection create [--allow-elicitation]` does)
+    const owner = ManagedRuntime.make(appOnFile(db, 60_000))
+    const clients: Array<Client> = []
+    try {
+      const minted = await owner.runPromise(Effect.all([mint("eager", "assistant", false), mint("trusted", "assistant", true), mint("lead", "full", true)]))
+      const asked: Record<string, number> = {}
+      const connectAs = async (name: string, bearer: string) => {
+        const client = new Client({ name: `elicitation-${name}`, version: "1.0.0" }, { capabilities: { elicitation: {} } })
+        client.setRequestHandler(ElicitRequestSchema, async () => {
+          asked[name] = (asked[name] ?? 0) + 1
+          return accept()
+        })
+        await client.connect(
+          new StreamableHTTPClientTransport(new URL(`${daemon.baseUrl}/mcp`), { requestInit: { headers: { Authorization: `Bearer ${bearer}` } } })
+        )
+        clients.push(client)
+        return client
+      }
+      const [eager, trusted, lead] = [
+        await connectAs("eager", minted[0].bearer),
+        await connectAs("trusted", minted[1].bearer),
+        await connectAs("lead", minted[2].bearer)
+      ]
+      const refused = await eager.callTool({ name: "sophia_add_document", arguments: { title: "mine", body: "self-approved?" } })
+      assert.strictEqual(textJson(refused).error.code, "approval_required")
+      assert.isUndefined(asked.eager)
+      const ran = await trusted.callTool({ name: "sophia_add_document", arguments: { title: "theirs", body: "allowed" } })
+      assert.notStrictEqual(ran.isError, true, JSON.stringify(ran))
+      assert.strictEqual(asked.trusted, 1)
+      const elevated = await lead.callTool({ name: "sophia_remember_fact", arguments: { subject: "s", predicate: "p", object: "o" } })
+      assert.strictEqual(textJson(elevated).error.code, "owner_approval_required")
+      assert.isUndefined(asked.lead)
+      const decided = await owner.runPromise(Effect.flatMap(Approvals, (a) => a.list({ all: true })))
+      assert.deepStrictEqual(
+        decided.map((a) => [a.connection_name, a.status, a.decided_via]).sort(),
+        [["eager", "pending", null], ["lead", "pending", null], ["trusted", "executed", "elicitation"]]
+      )
+    } finally {
+      await Promise.all(clients.map((c) => c.close().catch(() => undefined)))
+      await owner.dispose()
+      await daemon.kill("SIGTERM")
+    }
+  }, 180_000)
 })

@@ -63,6 +63,7 @@ export const approvalPagesSuite = () =>
         const { down, up } = yield* walk
         assert.deepStrictEqual(down.map((p) => p.items.length), [PENDING_PAGE, PENDING_PAGE, 20])
         assert.isTrue(down.every((p) => p.total === 120))
+        assert.strictEqual(yield* (yield* Approvals).pendingCount(), 120)
         const listed = down.flatMap((p) => p.items.map((a) => a.approval_id))
         const newestFirst = [...asked.slice(90).sort().reverse(), ...asked.slice(0, 90).reverse()]
         assert.deepStrictEqual(listed, newestFirst)

@@ -139,6 +139,9 @@ export const makeOwnerView = Effect.gen(function*() {
 
   const cursorOf = (r: { readonly id: string; readonly created_at: string }): ApprovalCursor => ({ created_at: r.created_at, approval_id: r.id })
 
+  /** How many approvals wait for the owner (a count from the index: no row read). */
+  const pendingCount = spanned("Approvals.pendingCount", () => Effect.orDie(Effect.map(count({}), (rows) => Number(rows[0][0]))))
+
   /**
    * A page of pending approvals, newest first: the newest, the one below `before`, or the one above `after` (the
    * newest page when fewer than a page's worth are above it).
@@ -146,7 +149,7 @@ export const makeOwnerView = Effect.gen(function*() {
   const pendingPage = spanned(
     "Approvals.pendingPage",
     Effect.fnUntraced(function*(at: { readonly before?: ApprovalCursor | undefined; readonly after?: ApprovalCursor | undefined } = {}) {
-      const total = Number((yield* count({}))[0][0])
+      const total = yield* pendingCount()
       const above = at.after === undefined ? [] : yield* Effect.flatMap(newer({ at: at.after.created_at, id: at.after.approval_id }), decodeIds)
       let ids: ReadonlyArray<{ readonly id: string; readonly created_at: string }>
       let newerLink: PendingPage["newer"]
@@ -196,5 +199,5 @@ export const makeOwnerView = Effect.gen(function*() {
   const stamp = spanned("Approvals.stamp", () =>
     Effect.orDie(Effect.map(statusCounts({}), (rows) => rows.map(([status, n]) => `${status}:${n}`).join("/"))))
 
-  return { pendingPage, recentlyDecided, approvalInFull, stamp } as const
+  return { pendingPage, recentlyDecided, approvalInFull, stamp, pendingCount } as const
 })
