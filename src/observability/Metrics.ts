@@ -151,7 +151,7 @@ export const MetricsScrapeLive = Layer.effect(
     return {
       render: (extra = []) =>
         Effect.gen(function*() {
-          const pending = (yield* approvals.list()).length
+          const pending = yield* approvals.pendingCount()
           const children = yield* sandbox.pids
           const pairs = yield* Metric.snapshot
           return renderPrometheus(pairs, [
