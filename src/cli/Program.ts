@@ -185,6 +185,16 @@ const program = (chosen: Chosen) => {
     .addOption(new Option("--url <url>", "the daemon (default: env SOPHIA_URL, else the daemon serving this database)"))
     .addOption(new Option("--bearer <bearer>", "use this connection instead of minting one"))
 
+  const guard = group("guard", "leases enforced at commit time: a git pre-commit hook (bearer from env SOPHIA_BEARER)")
+  const project = () => new Option("--project <project>", "the leases' project (default: default)")
+  leaf(guard, "install", "install the pre-commit hook that runs guard check (an existing hook is kept and runs first)", plain(async () => (await import("./Guard.js")).guardInstall))
+    .addOption(new Option("--dir <dir>", "the repository (default: the working folder)"))
+    .addOption(project())
+    .addOption(url())
+  leaf(guard, "check", "exit 1, a line per conflict, when a staged path lies in an exclusive lease of another connection", plain(async () => (await import("./Guard.js")).guardCheck))
+    .addOption(project())
+    .addOption(url())
+
   leaf(root, "backup", "an online, consistent copy of the SQLite database (safe while the daemon writes)", owner((m) => m.backup))
     .addOption(new Option("--out <file>", "the new file to write (must not exist)").makeOptionMandatory())
 
