@@ -18,6 +18,7 @@ const SERVICE_SUITE = [
   "test/ContextBudget.test.ts",
   "test/Coordination.test.ts",
   "test/Dispatch.test.ts",
+  "test/Hooks.test.ts",
   "test/Inbox.test.ts",
   "test/Knowledge.test.ts",
   "test/Leases.test.ts",

@@ -30,9 +30,9 @@ export type CatalogInput = typeof CatalogInput.Type
 
 export const CatalogOutput = Schema.Struct({
   groups: Schema.Record({ key: Schema.String, value: Schema.Array(CatalogTool) }).annotations({
-    description: "capability group → its tools you may call"
+    description: "capability group → its tools"
   }),
-  total_tools: Schema.Number.annotations({ description: "tools you may call, all groups" }),
+  total_tools: Schema.Number.annotations({ description: "tools you may call" }),
   version_hash: Schema.String.annotations({
     description: "SHA-256 of your surface (names, schemas, access, annotations)"
   }),

@@ -44,7 +44,7 @@ export type PostId = typeof PostId.Type
 /** `closeout.review_requested` is required on every closeout and never inferred. */
 export const CloseoutInfo = Schema.Struct({
   review_requested: Schema.Boolean.annotations({
-    description: "true = the arc awaits a verdict: the channel stays open"
+    description: "true: the arc awaits a verdict and stays open"
   })
 })
 export type CloseoutInfo = typeof CloseoutInfo.Type
@@ -94,14 +94,14 @@ export const postInputOf = (limits: CoordinationLimits) =>
       })
     ).annotations({ description: "pointers at primary sources, never posts" }),
     payload: Schema.optional(JsonObject).annotations({
-      description: `bounded structured data (≤ ${sizeText(limits.payloadBytes)} JSON, depth ≤ ${limits.payloadDepth})`
+      description: `≤ ${sizeText(limits.payloadBytes)} JSON, depth ≤ ${limits.payloadDepth}`
     }),
     to: Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200))).annotations({
-      description: "recipient: connection id, 8-char short id, or name"
+      description: "recipient: connection id, short id, or name"
     }),
     closeout: Schema.optional(CloseoutInfo).annotations({ description: "required when kind is closeout" }),
     based_on_seq: Schema.optional(Schema.Int.pipe(Schema.nonNegative())).annotations({
-      description: "the last channel_seq you had seen when composing"
+      description: "the last channel_seq you had seen"
     })
   })
 export const PostInput = postInputOf(DEFAULT_COORDINATION_LIMITS)
@@ -173,20 +173,20 @@ export const INBOX_WAIT_MAX_S = 60
 export const inboxInputOf = (limits: Pick<CoordinationLimits, "inboxLimit">) =>
   Schema.Struct({
     channel: Schema.optional(ChannelName).annotations({
-      description: "its posts (yours and read ones too), newest `limit`, seq order"
+      description: "the conversation: newest `limit`, seq order"
     }),
     kinds: Schema.optional(Schema.Array(PostKind)),
     to_me: Schema.optional(Schema.Boolean).annotations({ description: "only posts addressed to you" }),
     limit: Schema.optional(Schema.Int.pipe(Schema.between(1, limits.inboxLimit))).annotations({ description: "default 50" }),
-    cursor: Schema.optional(Schema.String).annotations({ description: "from a previous reply: pages forward" }),
+    cursor: Schema.optional(Schema.String).annotations({ description: "from a reply: pages forward" }),
     before_seq: Schema.optional(Schema.Int.pipe(Schema.positive())).annotations({
-      description: "with channel: older posts (channel_seq below this)"
+      description: "with channel: posts before this channel_seq"
     }),
     unread_only: Schema.optional(Schema.Boolean).annotations({
       description: "default: true without channel, false with it"
     }),
     wait_s: Schema.optional(Schema.Number.pipe(Schema.between(0, INBOX_WAIT_MAX_S))).annotations({
-      description: "long poll: seconds to wait for a post when there is none"
+      description: "long poll: seconds to wait for a post"
     }),
     include_heartbeats: Schema.optional(Schema.Boolean),
     include_archived: Schema.optional(Schema.Boolean),
@@ -197,7 +197,7 @@ export type InboxInput = typeof InboxInput.Type
 
 export const InboxResult = Schema.Struct({
   posts: Schema.Array(PostRow),
-  unread_count: Schema.Number.annotations({ description: "global: not narrowed by the channel filter" }),
+  unread_count: Schema.Number.annotations({ description: "global, not narrowed by channel" }),
   channels: Schema.Array(ChannelSummary),
   cursor: Schema.NullOr(Schema.String)
 })

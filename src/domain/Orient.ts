@@ -6,7 +6,7 @@ import { OrphanedWork } from "./Orphans.js"
 /** `sophia.orient`: one call that bootstraps a session. */
 export const OrientInput = Schema.Struct({
   goal: Schema.optional(Schema.String.pipe(Schema.maxLength(2000))).annotations({
-    description: "what you are about to do (echoed back)"
+    description: "echoed back"
   })
 })
 export type OrientInput = typeof OrientInput.Type

@@ -18,6 +18,7 @@ import { Auth } from "../services/Auth.js"
 import { Coordination } from "../services/Coordination.js"
 import { Daemons } from "../services/Daemons.js"
 import { Events } from "../services/Events.js"
+import { Hooks } from "../services/Hooks.js"
 import { Knowledge } from "../services/Knowledge.js"
 import { Leases } from "../services/Leases.js"
 import { Catalog } from "../mcp/Catalog.js"
@@ -163,7 +164,8 @@ export const makeServices = <E = never, R = never, E2 = never, R2 = never>(
   coordination: Layer.Layer<Coordination, E2, R2 | Auth | Events | Wakeups | SqlClient.SqlClient> = Coordination.Default
 ) =>
   Layer.mergeAll(EventWiring, WakeupFeed, SearchIndexFeed, SandboxRevocationFeed, ForeignWrites).pipe(
-    Layer.provideMerge(Layer.merge(Orient.Default, Search.Default)),
+    // (the hooks of agent runtimes ask the services below, as orient does)
+    Layer.provideMerge(Layer.mergeAll(Orient.Default, Search.Default, Hooks.Default)),
     // the reads that span several services (the envelope, orient's counts, the portal's fleet)
     Layer.provideMerge(ReadModel.Default),
     // the wait graph asks the ledger for the claims half of its orphans

@@ -15,6 +15,7 @@ import daemonAddresses from "./migrations/0012_daemon_addresses.js"
 import inboxStart from "./migrations/0013_inbox_start.js"
 import connectionElicitation from "./migrations/0014_connection_elicitation.js"
 import leases from "./migrations/0015_leases.js"
+import hooksReceipts from "./migrations/0017_hooks_receipts.js"
 
 /**
  * Every schema change, in order, as a static record (no file-system loader: the daemon runs from
@@ -35,7 +36,8 @@ export const migrations = {
   "0012_daemon_addresses": daemonAddresses,
   "0013_inbox_start": inboxStart,
   "0014_connection_elicitation": connectionElicitation,
-  "0015_leases": leases
+  "0015_leases": leases,
+  "0017_hooks_receipts": hooksReceipts
 }
 
 export const runMigrations = Migrator.make({})({

@@ -4,7 +4,9 @@ import type { AddressInfo } from "node:net"
 import type { Caller } from "../domain/Auth.js"
 import { MetricsScrape, recordHttpRequest } from "../observability/Metrics.js"
 import { Daemons } from "../services/Daemons.js"
+import { Hooks } from "../services/Hooks.js"
 import { Dispatcher } from "./Dispatch.js"
+import { makeHookRoute } from "./HookRoute.js"
 import { bearerOf, hostGuard, KEEP_ALIVE_S, sendJson } from "./HttpBasics.js"
 import { makeMcpSessions } from "./McpSessions.js"
 import { makeRestRoute } from "./RestRoute.js"
@@ -81,18 +83,20 @@ const listen = (server: http.Server, config: HttpConfig, runPromise: <A>(effect:
   })
 
 /**
- * The daemon's HTTP face: Streamable HTTP MCP at `/mcp`, the REST path `/api/tools/<name>`, `/healthz`.
+ * The daemon's HTTP face: Streamable HTTP MCP at `/mcp`, the REST path `/api/tools/<name>`, agent runtimes'
+ * hooks at `/hooks/claude-code`, `/healthz`.
  * Every request is authenticated against the connection row (revocation bites on the next request,
  * even inside an open MCP session); Host and Origin are checked against loopback names and the bound host
  * (DNS-rebinding protection).
  */
-export const layer = (config: HttpConfig): Layer.Layer<HttpServer, ListenError, Dispatcher | MetricsScrape | Daemons> =>
+export const layer = (config: HttpConfig): Layer.Layer<HttpServer, ListenError, Dispatcher | MetricsScrape | Daemons | Hooks> =>
   Layer.scoped(
     HttpServer,
     Effect.gen(function*() {
       const dispatcher = yield* Dispatcher
       const metrics = yield* MetricsScrape
       const daemons = yield* Daemons
+      const hooks = yield* Hooks
       // the owner's portal, when the app provides it: every /portal path is its own (see portal/Routes.ts)
       const portal = yield* Effect.serviceOption(PortalRoutes)
       const runtime = yield* Effect.runtime<never>()
@@ -108,6 +112,7 @@ export const layer = (config: HttpConfig): Layer.Layer<HttpServer, ListenError, 
 
       const rest = makeRestRoute({ dispatcher, runPromise, authenticate, limit })
       const mcp = makeMcpSessions({ dispatcher, naming: config.naming, runPromise, authenticate, limit })
+      const hookRoute = makeHookRoute({ hooks, runPromise, authenticate, limit })
 
       const handle = async (req: http.IncomingMessage, res: http.ServerResponse) => {
         if (!guard.hostAllowed(req) || !guard.originAllowed(req)) {
@@ -141,6 +146,11 @@ export const layer = (config: HttpConfig): Layer.Layer<HttpServer, ListenError, 
         }
         if ((url.pathname === "/portal" || url.pathname.startsWith("/portal/")) && Option.isSome(portal)) {
           return portal.value.handle(req, res, url)
+        }
+        if (url.pathname === "/hooks/claude-code") {
+          return req.method === "POST"
+            ? hookRoute.claudeCode(req, res)
+            : methodNotAllowed(res, "POST", "POST /hooks/claude-code with the hook's input as its JSON body")
         }
         if (url.pathname === "/api/tools" || url.pathname === "/api/tools/") {
           return req.method === "GET" ? rest.list(req, res) : methodNotAllowed(res, "GET", "GET /api/tools lists the tools")

@@ -2,12 +2,14 @@ import { Effect } from "effect"
 import type { PostKind } from "../domain/Coordination.js"
 import { makeCaughtUp } from "./coordination/CaughtUp.js"
 import { makeChannelLifecycle } from "./coordination/Channels.js"
+import { makeDelivery } from "./coordination/Delivery.js"
 import { makeInbox } from "./coordination/Inbox.js"
 import { makeInboxPages } from "./coordination/InboxPages.js"
 import { makeLookups } from "./coordination/Lookups.js"
 import { makePostSearch } from "./coordination/PostSearch.js"
 import { makePosting } from "./coordination/Posting.js"
 import { makeReadMarks } from "./coordination/ReadMarks.js"
+import { makeReceipts } from "./coordination/Receipts.js"
 import { makeUnread } from "./coordination/Unread.js"
 import { makePostValidation } from "./coordination/Validation.js"
 
@@ -21,6 +23,8 @@ import { makePostValidation } from "./coordination/Validation.js"
  * - `CaughtUp.ts`: where a new connection starts (caught up unless minted with its backlog);
  * - `InboxPages.ts`, `Inbox.ts`: the inbox's pages, long poll and watch; `Unread.ts`: the unread counts
  *   and the channel list;
+ * - `Delivery.ts`: posts handed to a connection by a runtime's hook (`deliverNew`, `deliverToMe`), marked
+ *   read as they are; `Receipts.ts`: who has had a post (`receipts`, its author's only);
  * - `Lookups.ts`: the small reads other services ask (`totals`, `lastSeq`, `firstPost`, `postIdsOf`);
  * - `PostSearch.ts`: the posts' full-text search and its index.
  *
@@ -75,6 +79,8 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
       readMarks,
       unread
     })
+    const { countToMe, deliverNew, deliverToMe } = yield* makeDelivery({ pages, readMarks, unread })
+    const { receipts } = yield* makeReceipts
     const { onConnectionCreated } = yield* makeCaughtUp
     const { firstPost, lastSeq, postIdsOf, totals } = yield* makeLookups
     const { indexPosts, searchPosts } = yield* makePostSearch
@@ -84,6 +90,10 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
       inbox,
       wouldReturn,
       watchUnread,
+      deliverNew,
+      deliverToMe,
+      countToMe,
+      receipts,
       searchPosts,
       indexPosts,
       unreadCount: unread.unreadCount,

@@ -11,8 +11,7 @@ export const approvalTools = Effect.gen(function*() {
       name: "sophia.approval_status",
       group: "system",
       access: "read",
-      description: "Status of an approval_id from approval_required; wait_s long-polls the owner's decision. " +
-        "Approved: repeat your call with approval_id.",
+      description: "Status of an approval; wait_s long-polls the owner's decision. Approved: repeat your call with approval_id.",
       annotations: READ_ONLY,
       input: ApprovalStatusInput,
       output: ApprovalStatusResult,

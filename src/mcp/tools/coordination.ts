@@ -9,11 +9,13 @@ import {
   PostReceipt,
   PostRow
 } from "../../domain/Coordination.js"
+import { PostReceiptsInput, PostReceiptsResult } from "../../domain/Receipts.js"
 import { Coordination } from "../../services/Coordination.js"
-import { APPEND_ONLY, defineTool } from "../Registry.js"
+import { APPEND_ONLY, defineTool, READ_ONLY } from "../Registry.js"
 
 /**
- * `sophia.coordination_post`, `sophia.coordination_inbox`, `sophia.beacon`: thin calls into Coordination. Their
+ * `sophia.coordination_post`, `sophia.coordination_inbox`, `sophia.beacon`, `sophia.post_receipts`: thin calls
+ * into Coordination. Their
  * schemas are built from the limits the service enforces (configurable), so they advertise exactly those.
  */
 export const coordinationTools = Effect.gen(function*() {
@@ -23,8 +25,8 @@ export const coordinationTools = Effect.gen(function*() {
       name: "sophia.coordination_post",
       group: "coordination",
       access: "coordinate",
-      description: "Post to a channel (typed kind; author = your connection). `to` targets a connection; " +
-        "a closeout on an arc: channel archives it unless closeout.review_requested.",
+      description: "Post to a channel (typed kind; author = your connection). A closeout on an arc: channel " +
+        "archives it unless closeout.review_requested.",
       annotations: APPEND_ONLY,
       input: postInputOf(coordination.limits),
       output: PostReceipt,
@@ -35,7 +37,7 @@ export const coordinationTools = Effect.gen(function*() {
       group: "coordination",
       access: "read",
       description: "Without channel: your unread posts, oldest first. With channel: the conversation (mine/unread " +
-        "flagged). Marks returned posts read unless peek.",
+        "flagged). Marks returned posts read.",
       // marking read changes this connection's read state (nothing else): not read-only, but idempotent
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
       input: inboxInputOf(coordination.limits),
@@ -47,11 +49,21 @@ export const coordinationTools = Effect.gen(function*() {
       name: "sophia.beacon",
       group: "coordination",
       access: "coordinate",
-      description: "Heartbeat: a heartbeat post (hidden from inboxes by default) and your last-seen time.",
+      description: "A heartbeat post (hidden from inboxes by default); updates your last seen.",
       annotations: APPEND_ONLY,
       input: BeaconInput,
       output: BeaconResult,
       handler: (input, { caller }) => coordination.beacon(caller, input)
+    }),
+    defineTool({
+      name: "sophia.post_receipts",
+      group: "coordination",
+      access: "read",
+      description: "Who read your post (read_at, via), and its target even before.",
+      annotations: READ_ONLY,
+      input: PostReceiptsInput,
+      output: PostReceiptsResult,
+      handler: (input, { caller }) => coordination.receipts(caller, input.post_id)
     })
   ]
 })

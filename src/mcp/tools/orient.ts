@@ -16,8 +16,7 @@ export const orientTools = Effect.gen(function*() {
       name: "sophia.orient",
       group: "orient",
       access: "read",
-      description: "Bootstrap a session in one call: who you are, counts, your unread, open waits and claimed work, " +
-        "the tool count and build.",
+      description: "Bootstrap a session in one call: who you are, counts, unread, your waits and work.",
       annotations: READ_ONLY,
       input: OrientInput,
       output: OrientOutput,

@@ -11,7 +11,7 @@ export const systemTools = Effect.gen(function*() {
       name: "sophia.capability_catalog",
       group: "system",
       access: "read",
-      description: "Every tool you may call, grouped by capability, with access class and annotations; schemas unless brief.",
+      description: "Every tool you may call, grouped by capability, with access class and annotations.",
       annotations: READ_ONLY,
       input: CatalogInput,
       output: CatalogOutput,
@@ -21,8 +21,7 @@ export const systemTools = Effect.gen(function*() {
       name: "sophia.get_sdk_types",
       group: "system",
       access: "read",
-      description: "Generated TypeScript declarations of every tool you may call: " +
-        "the camelCase methods execute_code snippets see, with argument and result types.",
+      description: "TypeScript declarations of every tool you may call, as execute_code snippets see them (camelCase).",
       annotations: READ_ONLY,
       input: SdkTypesInput,
       output: SdkTypesOutput,

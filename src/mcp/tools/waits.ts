@@ -19,8 +19,8 @@ export const waitTools = Effect.gen(function*() {
       name: "sophia.declare_wait",
       group: "coordination",
       access: "coordinate",
-      description: "Declare you are blocked on a connection until a predicate holds; posted fleet-wide, resolves " +
-        "satisfied | unsatisfied | unverifiable. Refuses a cycle.",
+      description: "Declare you are blocked on a connection until a predicate holds; posted fleet-wide, resolved " +
+        "three ways. Refuses a cycle.",
       annotations: APPEND_ONLY,
       input: DeclareWaitInput,
       output: DeclareWaitResult,
@@ -40,8 +40,8 @@ export const waitTools = Effect.gen(function*() {
       name: "sophia.wait_graph",
       group: "coordination",
       access: "read",
-      description: "Who is blocked on whom: open waits as edges, cycles, and orphans (waits and claimed work " +
-        "of revoked or silent connections).",
+      description: "Who is blocked on whom: open waits as edges, cycles, and the waits and claimed work of revoked " +
+        "or silent connections (orphans).",
       annotations: READ_ONLY,
       input: WaitGraphInput,
       output: WaitGraphResult,

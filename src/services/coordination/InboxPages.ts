@@ -116,6 +116,31 @@ export const makeInboxPages = Effect.gen(function*() {
       ))
   )
 
+  // the same view's newest posts (a hook's delivery), one per page size
+  const newestUnreadPage = family((limit: number) =>
+    named(`Coordination.newestUnreadPage(${limit})`, (p: { me: string; userId: string; after: number }) =>
+      postsPage(
+        { userId: p.userId, connectionId: p.me },
+        pageConditions({
+          userId: p.userId,
+          connectionId: p.me,
+          after: p.after,
+          withArchived: false,
+          withHeartbeats: false,
+          unreadOnly: true,
+          toMe: false
+        }),
+        limit,
+        true
+      ))
+  )
+  /** The newest `limit` posts of the plain unread view past `after`, returned in position order. */
+  const newestUnread = (caller: Caller, after: number, limit: number) =>
+    newestUnreadPage(limit)({ me: caller.connectionId, userId: caller.userId, after }).pipe(
+      Effect.flatMap(decodePostRows),
+      Effect.map((rows) => [...rows].reverse())
+    )
+
   /**
    * The page `filter` selects, at most `limit` posts in position order; `newest`: the last `limit` of them
    * (the conversation without a cursor), still returned in position order.
@@ -170,5 +195,5 @@ export const makeInboxPages = Effect.gen(function*() {
       return { lwm: 0, lwmPos: 0, lastPosBefore: rows[0]?.n ?? 0 }
     })
 
-  return { page, startOf } as const
+  return { page, newestUnread, startOf } as const
 })

@@ -3,6 +3,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Schema } from "effect"
 import type { ParseError } from "effect/ParseResult"
 import type { Caller } from "../../domain/Auth.js"
+import type { ReadVia } from "../../domain/Receipts.js"
 import { forShare, whenWritersConcurrent } from "../store/Locking.js"
 import { makeStatements } from "../store/Statements.js"
 import type { DbPostRow } from "./Rows.js"
@@ -12,6 +13,11 @@ import type { DbPostRow } from "./Rows.js"
  * changes it: the read rows (`reads`), and per connection its consumed counts and scan marks, in total
  * (`inbox_state`) and per channel (`inbox_channel_state`). A post counts its author's own post here; a
  * marking read inserts its read rows and settles each state row once.
+ *
+ * A read row says when (`read_at`) and how (`via`: the inbox tool, a runtime's hook, a resource read) the
+ * post reached the connection: its receipt (`Receipts.ts`). Every connection with a read row has an
+ * `inbox_state` row too (written by the same read, if not before), which is how a receipt finds the readers
+ * of one post by primary key.
  */
 
 /** A scan mark a read may advance: the channel's (`channel` given) or the connection's global one. */
@@ -32,6 +38,7 @@ type ReadRow = {
   readonly pos: number
   readonly post_id: string
   readonly read_at: string
+  readonly via: ReadVia
 }
 
 const decodeArchiveStates = Schema.decodeUnknown(
@@ -95,10 +102,10 @@ const makeReadMarkStatements = Effect.gen(function*() {
           lwm = CASE WHEN ${p.advance} = 1 THEN excluded.lwm ELSE inbox_state.lwm END`
   )
 
-  /** The read marks of a page, one row of 5 per post: one statement per count of posts up to the largest page. */
+  /** The read marks of a page, one row of 6 per post: one statement per count of posts up to the largest page. */
   const insertReads = shaped(
     "Coordination.insertReads",
-    5 * PAGE_ROWS,
+    6 * PAGE_ROWS,
     (p: { rows: ReadonlyArray<ReadRow> }) =>
       sql<{ post_id: string }>`INSERT INTO reads ${sql.insert(p.rows)} ON CONFLICT DO NOTHING RETURNING post_id`
   )
@@ -163,11 +170,14 @@ export const makeReadMarks = Effect.gen(function*() {
     return Effect.asVoid(consumeInChannelsStatement({ rows }))
   }
 
-  /** Insert the read rows; per channel, how many visible posts this read really consumed and whether it is archived. */
-  const consume = (caller: Caller, candidates: ReadonlyArray<DbPostRow>, now: string) =>
+  /**
+   * Insert the read rows; per channel, how many visible posts this read really consumed and whether it is
+   * archived, and the ids of the posts it really marked.
+   */
+  const consume = (caller: Caller, candidates: ReadonlyArray<DbPostRow>, now: string, via: ReadVia) =>
     Effect.gen(function*() {
       const perChannel = new Map<string, { n: number; archived: boolean }>()
-      if (candidates.length === 0) return perChannel
+      if (candidates.length === 0) return { perChannel, added: new Set<string>() }
       // Concurrent readers of one connection (two daemons): only the rows this insert really added are
       // counted (RETURNING skips those another transaction marked first), so `consumed` never counts a
       // read twice.
@@ -176,7 +186,8 @@ export const makeReadMarks = Effect.gen(function*() {
         connection_id: caller.connectionId,
         pos: r.pos,
         post_id: r.id,
-        read_at: now
+        read_at: now,
+        via
       }))
       const inserted = yield* insertReads({ rows })
       const added = new Set(inserted.map((r) => r.post_id))
@@ -206,24 +217,26 @@ export const makeReadMarks = Effect.gen(function*() {
         c.n++
         perChannel.set(r.channel, c)
       }
-      return perChannel
+      return { perChannel, added }
     })
 
   /**
    * Mark the returned posts read for this connection only, keeping the counters exact, and move the scan
    * mark the read may advance (`advance`: the channel's, or the global one) in the same upserts: each
-   * state row is written once per read.
+   * state row is written once per read. Returns the ids of the posts this read marked (a concurrent read of
+   * the same connection may have marked some first).
    */
   const markRead = (
     caller: Caller,
     rows: ReadonlyArray<DbPostRow>,
     now: string,
-    advance: ScanAdvance | undefined
-  ): Effect.Effect<void, SqlError | ParseError> =>
+    advance: ScanAdvance | undefined,
+    via: ReadVia = "inbox"
+  ): Effect.Effect<ReadonlySet<string>, SqlError | ParseError> =>
     Effect.gen(function*() {
       const { connectionId, userId } = caller
       const candidates = rows.filter((r) => r.connection_id !== connectionId && r.is_read === 0)
-      const perChannel = yield* consume(caller, candidates, now)
+      const { added, perChannel } = yield* consume(caller, candidates, now, via)
       let total = 0
       const channelMark = advance?.channel
       const counts: Array<readonly [string, number]> = []
@@ -240,9 +253,11 @@ export const makeReadMarks = Effect.gen(function*() {
         yield* settleChannel({ userId, connectionId, channel: channelMark, n: 0, lwmPos: advance!.to, advance: 1 })
       }
       const totalMark = advance !== undefined && advance.channel === undefined ? advance.to : undefined
-      if (perChannel.size > 0 || totalMark !== undefined) {
+      // (a read that marked only heartbeats still writes its inbox_state row: see the receipts above)
+      if (perChannel.size > 0 || added.size > 0 || totalMark !== undefined) {
         yield* settleTotal({ userId, connectionId, n: total, lwm: totalMark ?? 0, advance: totalMark !== undefined ? 1 : 0 })
       }
+      return added
     })
 
   return { consumeOwnPost, markRead } as const
