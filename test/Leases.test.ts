@@ -212,6 +212,19 @@ describe("Leases", () => {
       assert.strictEqual(wakeups.parkedCount(), 0)
     }).pipe(Effect.provide(SophiaTest)))
 
+  it.effect("orient shows the caller's own leases, orphaned or not", () =>
+    Effect.gen(function*() {
+      const { caller: a } = yield* connect("a")
+      const { caller: b } = yield* connect("b")
+      assert.deepStrictEqual((yield* ok(a, "sophia.orient")).my_leases, [])
+      const mine = yield* acquire(a, { resources: ["path:src/**", "slot:build"], work_id: "w7", reason: "the build" })
+      yield* acquire(b, { resources: ["path:docs/**"] })
+      const rows = (yield* ok(a, "sophia.orient")).my_leases
+      assert.deepStrictEqual(rows.map((l: any) => [l.lease_id, l.resources, l.work_id, l.reason, l.mine]), [
+        [mine.lease_id, ["path:src/**", "slot:build"], "w7", "the build", true]
+      ])
+    }).pipe(Effect.provide(SophiaTest)))
+
   it.effect("leases lists by project, by an overlapping resource, and the caller's own; bad resources are refused", () =>
     Effect.gen(function*() {
       const { caller: a } = yield* connect("a")

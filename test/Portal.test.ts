@@ -99,7 +99,7 @@ describe("the Fleet read model", () => {
       assert.strictEqual(by.get("stranger")!.unread, 0)
       assert.deepStrictEqual(view.connections.map((c) => [c.connection.name, c.open_waits]).filter(([, n]) => n !== 0), [["b", 1]])
       assert.deepStrictEqual(by.get("a")!.claimed.map((w) => [w.work_id, w.title]), [["w1", "first"]])
-      assert.deepStrictEqual(by.get("gone")!, { connection: by.get("gone")!.connection, unread: 0, open_waits: 0, claimed: [], is_portal: false })
+      assert.deepStrictEqual(by.get("gone")!, { connection: by.get("gone")!.connection, unread: 0, open_waits: 0, claimed: [], leases: [], is_portal: false })
       assert.isString(by.get("gone")!.connection.revoked_at)
       assert.deepStrictEqual(view.connections.filter((c) => c.is_portal).map((c) => c.connection.connection_id), [portalCaller.connectionId])
       assert.strictEqual(by.get("stranger")!.connection.user_id, other.userId)

@@ -1,5 +1,6 @@
 import { Schema } from "effect"
 import { BlockingItem } from "./Envelope.js"
+import { LeaseRow } from "./Leases.js"
 import { WorkSummary } from "./Ledger.js"
 import { OrphanedWork } from "./Orphans.js"
 
@@ -37,6 +38,8 @@ export const OrientOutput = Schema.Struct({
   unread: Schema.Number,
   my_open_waits: Schema.Array(BlockingItem),
   my_claimed_work: Schema.Array(WorkSummary),
+  /** the leases you hold (files and slots) */
+  my_leases: Schema.Array(LeaseRow),
   /** claimant revoked or silent: work you may take over (a `claimed` event), waits nobody will answer */
   orphaned: Schema.Struct({ work: Schema.Array(OrphanedWork), waits: Schema.Number }),
   ...SurfaceSummary.fields

@@ -1,4 +1,5 @@
 import { Schema } from "effect"
+import { LeaseRow } from "./Leases.js"
 import { ConnectionInfo } from "./Auth.js"
 import { WorkSummary } from "./Ledger.js"
 
@@ -54,6 +55,8 @@ export const FleetConnection = Schema.Struct({
   unread: Schema.Number,
   open_waits: Schema.Number,
   claimed: Schema.Array(WorkSummary),
+  /** the active leases it holds (a revoked holder's are orphaned, still held until taken over or ended) */
+  leases: Schema.Array(LeaseRow),
   is_portal: Schema.Boolean
 })
 export type FleetConnection = typeof FleetConnection.Type

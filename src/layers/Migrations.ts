@@ -16,6 +16,7 @@ import inboxStart from "./migrations/0013_inbox_start.js"
 import connectionElicitation from "./migrations/0014_connection_elicitation.js"
 import leases from "./migrations/0015_leases.js"
 import hooksReceipts from "./migrations/0017_hooks_receipts.js"
+import leaseHolders from "./migrations/0018_lease_holders.js"
 
 /**
  * Every schema change, in order, as a static record (no file-system loader: the daemon runs from
@@ -37,7 +38,8 @@ export const migrations = {
   "0013_inbox_start": inboxStart,
   "0014_connection_elicitation": connectionElicitation,
   "0015_leases": leases,
-  "0017_hooks_receipts": hooksReceipts
+  "0017_hooks_receipts": hooksReceipts,
+  "0018_lease_holders": leaseHolders
 }
 
 export const runMigrations = Migrator.make({})({

@@ -91,9 +91,18 @@ export class Leases extends Effect.Service<Leases>()("sophia/Leases", {
     /** `sophia.lease_release`. */
     const release = spanned("Leases.release", (caller: Caller, leaseId: string) => die(events.transaction(ends.release(caller, leaseId))))
 
-    /** The owner ends any lease of its user (the portal's `Release`). */
+    /** The owner ends any lease (the portal's `Release`): what it held, and whose it was. */
     const releaseAsOwner = spanned("Leases.releaseAsOwner", (owner: Caller, leaseId: string) =>
-      die(events.transaction(ends.releaseAsOwner(owner, leaseId))))
+      die(events.transaction(ends.releaseAsOwner(owner.connectionId, leaseId))).pipe(
+        Effect.flatMap((lease) =>
+          Effect.map(auth.names([lease.connection_id]), (names) => ({
+            lease_id: lease.id,
+            resources: lease.resources,
+            connection_id: lease.connection_id,
+            agent_name: names.get(lease.connection_id) ?? lease.connection_id.slice(0, 8)
+          }))
+        )
+      ))
 
     /** `sophia.leases`. */
     const list = spanned("Leases.list", (caller: Caller, input: LeasesInput) => lists.list(caller, input))

@@ -1,6 +1,7 @@
 import { Effect } from "effect"
 import type { Caller } from "../domain/Auth.js"
 import type { OrientInput, OrientOutput, SurfaceSummary } from "../domain/Orient.js"
+import { Leases } from "./Leases.js"
 import { Ledger } from "./Ledger.js"
 import { ReadModel } from "./readmodel/ReadModel.js"
 import { spanned } from "./Spans.js"
@@ -12,9 +13,9 @@ const noOrphanedWork: OrientOutput["orphaned"]["work"] = []
 
 /**
  * The use case behind `sophia.orient`: what one call needs to bootstrap a session — who the caller is,
- * counts across its user (documents within its entity scope), its unread, its open waits and the work
- * it has claimed. It owns no table: the counts are the read model's (`ReadModel.counts`, each asked of the
- * service that owns it), the work of the Ledger. What only some callers have — open waits, claimed work,
+ * counts across its user (documents within its entity scope), its unread, its open waits, the work
+ * it has claimed and the leases it holds. It owns no table: the counts are the read model's
+ * (`ReadModel.counts`, each asked of the service that owns it), the work of the Ledger, the leases of Leases. What only some callers have — open waits, claimed work,
  * orphans, an entity scope — is read only when the counts say it exists. Nothing here writes (the
  * caller's wait signals are read without being delivered; the envelope delivers those).
  */
@@ -23,6 +24,7 @@ export class Orient extends Effect.Service<Orient>()("sophia/Orient", {
     const readModel = yield* ReadModel
     const waits = yield* Waits
     const ledger = yield* Ledger
+    const leases = yield* Leases
 
     const orient = spanned("Orient.orient", Effect.fnUntraced(function*(caller: Caller, input: OrientInput, surface: SurfaceSummary) {
       const n = yield* readModel.counts(caller)
@@ -35,6 +37,7 @@ export class Orient extends Effect.Service<Orient>()("sophia/Orient", {
       const claimed = workItems > 0 ? yield* ledger.claimedBy(caller.userId, caller.connectionId) : noWork
       const orphanedWork = workItems > 0 ? yield* ledger.orphanedWork(caller.userId) : noOrphanedWork
       const orphanedWaits = n.open_waits > 0 ? yield* waits.countOrphaned(caller) : 0
+      const myLeases = yield* leases.mine(caller)
       const result: OrientOutput = {
         connection_id: caller.connectionId,
         connection_short: caller.connectionShort,
@@ -47,6 +50,7 @@ export class Orient extends Effect.Service<Orient>()("sophia/Orient", {
         unread: n.unread,
         my_open_waits: blocking,
         my_claimed_work: claimed,
+        my_leases: myLeases,
         orphaned: { work: orphanedWork, waits: orphanedWaits },
         total_tools: surface.total_tools,
         version_hash: surface.version_hash,

@@ -4,6 +4,7 @@ import { Profile } from "../../domain/Auth.js"
 import type { PortalSession } from "../../domain/Portal.js"
 import { Approvals } from "../../services/Approvals.js"
 import { Auth } from "../../services/Auth.js"
+import { Leases } from "../../services/Leases.js"
 import { Ledger } from "../../services/Ledger.js"
 import { Portal } from "../../services/Portal.js"
 import { Dispatcher } from "../Dispatch.js"
@@ -45,6 +46,7 @@ export const makeActions = Effect.gen(function*() {
   const auth = yield* Auth
   const approvals = yield* Approvals
   const ledger = yield* Ledger
+  const leases = yield* Leases
   // the daemon's store and bin, for the stdio entry (`ServeLive` provides them)
   const daemon = yield* Effect.serviceOption(PortalDaemon)
 
@@ -102,6 +104,14 @@ export const makeActions = Effect.gen(function*() {
       if ((m = /^\/portal\/approvals\/([^/]+)\/(approve|deny)$/.exec(path))) {
         const verb = m[2]
         return yield* withId(m[1], (id) => decide(id, verb))
+      }
+      if ((m = /^\/portal\/leases\/([^/]+)\/release$/.exec(path))) {
+        return yield* withId(m[1], (id) =>
+          Effect.gen(function*() {
+            const caller = yield* portal.callerFor(session.user_id)
+            const outcome = yield* Effect.either(leases.releaseAsOwner(caller, id))
+            return done("/portal", Either.map(outcome, (l) => `released ${l.resources.join(", ")} (held by ${l.agent_name})`))
+          }))
       }
       if (path === "/portal/ledger/verify") {
         return { _tag: "Render", path: "/portal/ledger", extra: Pages.verifyResult(yield* ledger.verify()) } as const

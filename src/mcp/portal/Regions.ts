@@ -8,12 +8,14 @@ import { Approvals } from "../../services/Approvals.js"
 import { Auth } from "../../services/Auth.js"
 import { Coordination } from "../../services/Coordination.js"
 import { Knowledge } from "../../services/Knowledge.js"
+import { Leases } from "../../services/Leases.js"
 import { Ledger } from "../../services/Ledger.js"
 import { ReadModel } from "../../services/readmodel/ReadModel.js"
 import { Waits } from "../../services/Waits.js"
 import { formatParseError } from "../ParseIssues.js"
 import type { Html } from "./Html.js"
 import { html } from "./Html.js"
+import { fleetLeases, workLeases } from "./Leases.js"
 import * as Pages from "./Pages.js"
 import { uuidsIn } from "./Words.js"
 
@@ -68,8 +70,11 @@ export const makeRegions = Effect.gen(function*() {
   const waits = yield* Waits
   const ledger = yield* Ledger
   const knowledge = yield* Knowledge
+  const leases = yield* Leases
 
-  const fleetRegion = ({ frame }: RegionInput) => Effect.map(readModel.fleet(), (view) => Pages.fleetBody(frame.csrf, view))
+  const fleetRegion = ({ frame }: RegionInput) =>
+    Effect.map(readModel.fleet(), (view) =>
+      html`${Pages.fleetBody(frame.csrf, view)}${fleetLeases(frame.csrf, view.connections.flatMap((c) => c.leases))}`)
 
   /**
    * A page of the pending approvals (newest first; `before`/`after` a cursor) with the head of each one's
@@ -130,7 +135,7 @@ export const makeRegions = Effect.gen(function*() {
         ? undefined
         : yield* ledger.diff(caller, yield* decode(LedgerDiffInput, { work_id, from, ...(to ? { to } : {}) }))
       const names = yield* auth.names(events.map((e) => e.actor).concat(status.settled.claimant ? [status.settled.claimant] : []))
-      return Pages.ledgerItemBody(status, events, diff, names, from, to)
+      return html`${Pages.ledgerItemBody(status, events, diff, names, from, to)}${workLeases(yield* leases.ofWork(caller.userId, work_id))}`
     })
 
   /** Documents (a search's hits, or the newest first, a page at a time), facts, and the mutation journal. */

@@ -82,16 +82,16 @@ export const makeEnds = (deps: { readonly store: LeaseStore; readonly events: Ev
       return { lease_id: lease.id, status: "released" as const }
     })
 
-  /** The owner (the portal's `Release`) ends any active lease of its user. */
-  const releaseAsOwner = (owner: Caller, leaseId: string) =>
+  /** The owner (the portal's `Release`, `by` its connection) ends any active lease, whichever user's. */
+  const releaseAsOwner = (by: string, leaseId: string) =>
     Effect.gen(function*() {
       const now = yield* Clock.currentTimeMillis
-      const lease = yield* store.find(owner.userId, leaseId)
+      const [lease] = yield* store.byIds([leaseId])
       if (lease === undefined) return yield* new NotFound({ what: "lease", id: leaseId })
-      if (!(yield* endReleased(lease.id, owner.connectionId, now))) {
+      if (!(yield* endReleased(lease.id, by, now))) {
         return yield* new InvalidTransition({ detail: `lease ${leaseId} is ${lease.status} already` })
       }
-      return { lease_id: lease.id, status: "released" as const }
+      return lease
     })
 
   /** One lease past its expiry, ended `expired` (in the caller's transaction); 1 when this call ended it. */

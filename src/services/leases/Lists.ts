@@ -80,8 +80,7 @@ export const makeLists = (deps: {
   const mine = (caller: Caller) =>
     Effect.gen(function*() {
       const now = yield* Clock.currentTimeMillis
-      const leases = yield* store.activeOfUser(caller.userId, now)
-      return yield* rowsOf(leases.filter((l) => l.connection_id === caller.connectionId), caller.connectionId, now)
+      return yield* rowsOf(yield* store.activeOfConnection(caller.userId, caller.connectionId, now), caller.connectionId, now)
     })
 
   /** The user's active leases by holder (the portal's Fleet). */

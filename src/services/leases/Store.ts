@@ -163,6 +163,10 @@ export const makeLeaseStore = Effect.gen(function*() {
   const activeOfUser = named("Leases.activeOfUser", (p: { userId: string; now: number }) =>
     sql`SELECT ${leaseColumns} FROM leases WHERE user_id = ${p.userId} AND status = 'active' AND expires_ms > ${p.now}
       ORDER BY created_at, id`)
+  const activeOfConnection = named("Leases.activeOfConnection", (p: { userId: string; connectionId: string; now: number }) =>
+    sql`SELECT ${leaseColumns} FROM leases
+      WHERE user_id = ${p.userId} AND connection_id = ${p.connectionId} AND status = 'active' AND expires_ms > ${p.now}
+      ORDER BY created_at, id`)
   const activeOfProject = named("Leases.activeOfProject", (p: { userId: string; project: string; now: number }) =>
     sql`SELECT ${leaseColumns} FROM leases
       WHERE user_id = ${p.userId} AND project = ${p.project} AND status = 'active' AND expires_ms > ${p.now}
@@ -202,6 +206,8 @@ export const makeLeaseStore = Effect.gen(function*() {
       die(Effect.flatMap(renewLease(p), (rows) => rows.length > 0 ? Effect.as(renewHolds(p), true) : Effect.succeed(false))),
     due: (now: number) => die(Effect.map(Effect.flatMap(dueLeases({ now }), decodeIds), (rows) => rows.map((r) => r.id))),
     activeOfUser: (userId: string, now: number) => die(Effect.flatMap(activeOfUser({ userId, now }), decodeLeases)),
+    activeOfConnection: (userId: string, connectionId: string, now: number) =>
+      die(Effect.flatMap(activeOfConnection({ userId, connectionId, now }), decodeLeases)),
     activeOfProject: (userId: string, project: string, now: number) =>
       die(Effect.flatMap(activeOfProject({ userId, project, now }), decodeLeases)),
     activeOfWork: (userId: string, workId: string, now: number) => die(Effect.flatMap(activeOfWork({ userId, workId, now }), decodeLeases)),
