@@ -77,13 +77,7 @@ export const makeConflicts = (store: LeaseStore, auth: Auth, silentAfterS: numbe
     Effect.map(
       wanted.kind === "slot"
         ? store.holdsOfSlot(userId, project, wanted.name)
-        : Effect.gen(function*() {
-          const base = baseKey(wanted.glob)
-          const above = yield* store.holdsAtBases(userId, project, ancestorKeys(base))
-          const below = yield* store.holdsBelow(userId, project, base)
-          const seen = new Set(above.map((h) => `${h.lease_id}\u0000${h.resource}`))
-          return [...above, ...below.filter((h) => !seen.has(`${h.lease_id}\u0000${h.resource}`))]
-        }),
+        : store.holdsOnChain(userId, project, ancestorKeys(baseKey(wanted.glob)), baseKey(wanted.glob)),
       (holds) => holds.filter((h) => h.expires_ms > now)
     )
 

@@ -71,15 +71,18 @@ export const makeEnds = (deps: { readonly store: LeaseStore; readonly events: Ev
       return true
     })
 
-  /** `sophia.lease_release`: the holder ends its lease now. */
+  /** `sophia.lease_release`: the holder ends its lease now (one conditional update; the refusal read only when it fails). */
   const release = (caller: Caller, leaseId: string) =>
     Effect.gen(function*() {
       const now = yield* Clock.currentTimeMillis
-      const lease = yield* ownActive(caller, leaseId, now, "release")
-      if (!(yield* endReleased(lease.id, caller.connectionId, now))) {
+      const [ended] = yield* store.endOwn({ id: leaseId, userId: caller.userId, connectionId: caller.connectionId, at: iso(now), now })
+      if (ended === undefined) {
+        yield* ownActive(caller, leaseId, now, "release")
         return yield* new InvalidTransition({ detail: `lease ${leaseId} ended meanwhile` })
       }
-      return { lease_id: lease.id, status: "released" as const }
+      yield* store.dropHolds(leaseId)
+      yield* published(ended, "released", iso(now))
+      return { lease_id: ended.id, status: "released" as const }
     })
 
   /** The owner (the portal's `Release`, `by` its connection) ends any active lease, whichever user's. */

@@ -87,13 +87,19 @@ export const makeLeaseStore = Effect.gen(function*() {
   const leaseColumns = sql.literal(LEASE_COLUMNS)
 
   // ---- what a conflict check reads ----------------------------------------------------------------
-  const holdsAtBases = shaped("Leases.holdsAtBases", SHAPED_MAX, (p: { userId: string; project: string; bases: ReadonlyArray<string> }) =>
-    sql`SELECT lease_id, resource, connection_id, mode, expires_ms FROM lease_holds
-      WHERE user_id = ${p.userId} AND project = ${p.project} AND kind = 'path' AND ${sql.in("base", p.bases)}`)
-  const holdsBelow = named("Leases.holdsBelow", (p: { userId: string; project: string; prefix: string }) =>
-    sql`SELECT h.lease_id, h.resource, h.connection_id, h.mode, h.expires_ms
-      FROM lease_prefixes x JOIN lease_holds h ON h.lease_id = x.lease_id AND h.resource = x.resource
-      WHERE x.user_id = ${p.userId} AND x.project = ${p.project} AND x.prefix = ${p.prefix}`)
+  // the holds on a glob's chain, in one statement: those whose base is an ancestor of (or equal to) the
+  // glob's base, and those below it (through the prefixes of their bases)
+  const holdsOnChain = shaped(
+    "Leases.holdsOnChain",
+    SHAPED_MAX,
+    (p: { userId: string; project: string; bases: ReadonlyArray<string>; base: string }) =>
+      sql`SELECT lease_id, resource, connection_id, mode, expires_ms FROM lease_holds
+        WHERE user_id = ${p.userId} AND project = ${p.project} AND kind = 'path' AND ${sql.in("base", p.bases)}
+      UNION
+      SELECT h.lease_id, h.resource, h.connection_id, h.mode, h.expires_ms
+        FROM lease_prefixes x JOIN lease_holds h ON h.lease_id = x.lease_id AND h.resource = x.resource
+        WHERE x.user_id = ${p.userId} AND x.project = ${p.project} AND x.prefix = ${p.base}`
+  )
   const holdsOfSlot = named("Leases.holdsOfSlot", (p: { userId: string; project: string; name: string }) =>
     sql`SELECT lease_id, resource, connection_id, mode, expires_ms FROM lease_holds
       WHERE user_id = ${p.userId} AND project = ${p.project} AND kind = 'slot' AND base = ${p.name}`)
@@ -146,6 +152,12 @@ export const makeLeaseStore = Effect.gen(function*() {
   const endActive = named("Leases.end", (p: { id: string; status: string; at: string; by: string | null }) =>
     sql`UPDATE leases SET status = ${p.status}, ended_at = ${p.at}, ended_by = ${p.by}
       WHERE id = ${p.id} AND status = 'active' RETURNING ${leaseColumns}`)
+  /** The holder ends its own active, unexpired lease (zero rows: not so — the caller reads why). */
+  const endOwn = named("Leases.endOwn", (p: { id: string; userId: string; connectionId: string; at: string; now: number }) =>
+    sql`UPDATE leases SET status = 'released', ended_at = ${p.at}, ended_by = ${p.connectionId}
+      WHERE id = ${p.id} AND user_id = ${p.userId} AND connection_id = ${p.connectionId} AND status = 'active'
+        AND expires_ms > ${p.now}
+      RETURNING ${leaseColumns}`)
   const expireDue = named("Leases.expire", (p: { id: string; at: string; now: number }) =>
     sql`UPDATE leases SET status = 'expired', ended_at = ${p.at}
       WHERE id = ${p.id} AND status = 'active' AND expires_ms <= ${p.now} RETURNING ${leaseColumns}`)
@@ -183,10 +195,8 @@ export const makeLeaseStore = Effect.gen(function*() {
 
   const die = dieOnInfra
   return {
-    holdsAtBases: (userId: string, project: string, bases: ReadonlyArray<string>) =>
-      die(Effect.flatMap(holdsAtBases({ userId, project, bases }), decodeHolds)),
-    holdsBelow: (userId: string, project: string, prefix: string) =>
-      die(Effect.flatMap(holdsBelow({ userId, project, prefix }), decodeHolds)),
+    holdsOnChain: (userId: string, project: string, bases: ReadonlyArray<string>, base: string) =>
+      die(Effect.flatMap(holdsOnChain({ userId, project, bases, base }), decodeHolds)),
     holdsOfSlot: (userId: string, project: string, name: string) =>
       die(Effect.flatMap(holdsOfSlot({ userId, project, name }), decodeHolds)),
     slotCapacity: (userId: string, project: string, name: string) =>
@@ -200,6 +210,7 @@ export const makeLeaseStore = Effect.gen(function*() {
       ids.length === 0 ? Effect.succeed([]) : die(Effect.flatMap(leasesByIds({ ids }), decodeLeases)),
     find: (userId: string, id: string) => die(Effect.map(Effect.flatMap(findLease({ userId, id }), decodeLeases), (rows) => rows[0])),
     end: (p: Parameters<typeof endActive>[0]) => die(Effect.flatMap(endActive(p), decodeLeases)),
+    endOwn: (p: Parameters<typeof endOwn>[0]) => die(Effect.flatMap(endOwn(p), decodeLeases)),
     expire: (p: Parameters<typeof expireDue>[0]) => die(Effect.flatMap(expireDue(p), decodeLeases)),
     dropHolds: (id: string) => die(Effect.zipRight(deleteHolds({ id }), deletePrefixes({ id }))),
     renew: (p: Parameters<typeof renewLease>[0]) =>
