@@ -23,7 +23,7 @@ const TtlS = Schema.Int.pipe(Schema.between(1, LEASE_TTL_CEILING_S))
 
 export const LeaseAcquireInput = Schema.Struct({
   resources: Schema.Array(LeaseResource).pipe(Schema.minItems(1), Schema.maxItems(MAX_LEASE_RESOURCES)).annotations({
-    description: "path:<glob> (picomatch, from the project root; a plain path holds what is below) | slot:<name>"
+    description: "path:<glob> (picomatch; a plain path holds what is below it) | slot:<name>"
   }),
   mode: Schema.optional(LeaseMode).annotations({ description: "default exclusive; shared conflicts only with exclusive" }),
   ttl_s: Schema.optional(TtlS).annotations({ description: `default ${LEASE_TTL_DEFAULT_S}` }),

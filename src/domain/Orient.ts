@@ -38,7 +38,6 @@ export const OrientOutput = Schema.Struct({
   unread: Schema.Number,
   my_open_waits: Schema.Array(BlockingItem),
   my_claimed_work: Schema.Array(WorkSummary),
-  /** the leases you hold (files and slots) */
   my_leases: Schema.Array(LeaseRow),
   /** claimant revoked or silent: work you may take over (a `claimed` event), waits nobody will answer */
   orphaned: Schema.Struct({ work: Schema.Array(OrphanedWork), waits: Schema.Number }),

@@ -54,7 +54,7 @@ export type SeqReached = typeof SeqReached.Type
 /** The resource could be granted to the waiter now: no live holder's lease stands in its way (leases). */
 export const LeaseFree = Schema.Struct({
   type: Schema.Literal("lease_free"),
-  resource: Schema.String.pipe(Schema.maxLength(500)).annotations({ description: "path:<glob> | slot:<name>" }),
+  resource: Schema.String.pipe(Schema.maxLength(500)),
   project: Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200)))
 })
 export type LeaseFree = typeof LeaseFree.Type
@@ -64,7 +64,7 @@ export type Predicate = typeof Predicate.Type
 
 export const DeclareWaitInput = Schema.Struct({
   on: Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200))).annotations({
-    description: "who blocks you: connection id, 8-char short id, or name (lease_free: default a holder)"
+    description: "who blocks you: connection id, 8-char short id, or name (lease_free: a holder)"
   }),
   predicate: Predicate,
   reason: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(2000)),
