@@ -9,6 +9,9 @@ import { makeRevocations, makeWatchers } from "./wakeups/Watchers.js"
 
 export type { PollOwner, PollSpec } from "./wakeups/Groups.js"
 
+
+/** While nothing is held, how often `whenHeld` looks anyway (see there). */
+const IDLE_LOOK = "1 minute"
 /** The settings that raise the per-connection caps on parked polls (named in their refusals). */
 export const LONG_POLLS_SETTING = "SOPHIA_LONG_POLLS_PER_CONNECTION"
 export const APPROVAL_POLLS_SETTING = "SOPHIA_APPROVAL_POLLS_PER_CONNECTION"
@@ -68,6 +71,10 @@ export class Wakeups extends Effect.Service<Wakeups>()("sophia/Wakeups", {
     const revocations = makeRevocations()
     const { isRevoked } = revocations
     const watchers = makeWatchers(isRevoked)
+    // opened whenever something starts being held (a poll, a subscription, a session awaiting revocation):
+    // what looks after held things (`ForeignWrites`) sleeps on it while nothing is held, instead of ticking
+    const activity = yield* Effect.makeLatch(false)
+    const active = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.zipRight(activity.open, effect)
 
     /**
      * A long poll, capped per connection (`kind`), grouped and woken as the class comment says; a revoked
@@ -109,11 +116,27 @@ export class Wakeups extends Effect.Service<Wakeups>()("sophia/Wakeups", {
       return connections
     }
 
+    /**
+     * Resolves once something is held here (at once if something is); `ForeignWrites` idles on it. The latch
+     * opens just before a hold registers, so a hold racing the close is found at the latest after
+     * `IDLE_LOOK` (the one timer left while idle).
+     */
+    const holding = () => held().size > 0 || groups.keysWith("approval:").size > 0
+    const whenHeld: Effect.Effect<void> = Effect.suspend(() =>
+      holding()
+        ? Effect.void
+        : Effect.zipRight(
+          activity.close,
+          Effect.suspend(() => (holding() ? Effect.void : Effect.asVoid(Effect.timeoutOption(activity.await, IDLE_LOOK))))
+        )
+    )
+
     return {
-      poll,
-      park: watchers.park,
-      watch: watchers.watch,
-      revocation: revocations.revocation,
+      poll: <A, E>(kind: PollKind, spec: PollSpec<A, E>) => active(poll(kind, spec)),
+      park: (...args: Parameters<typeof watchers.park>) => active(watchers.park(...args)),
+      watch: (...args: Parameters<typeof watchers.watch>) => active(watchers.watch(...args)),
+      revocation: (...args: Parameters<typeof revocations.revocation>) => active(revocations.revocation(...args)),
+      whenHeld,
       feed,
       held,
       isRevoked,

@@ -1,4 +1,4 @@
-import { Config, Effect, Layer, Option, Schedule } from "effect"
+import { Config, Effect, Layer, Option } from "effect"
 import { ConnectionRevoked } from "../../domain/Events.js"
 import { Approvals } from "../Approvals.js"
 import { Auth } from "../Auth.js"
@@ -77,9 +77,11 @@ export const ForeignWrites = Layer.scopedDiscard(Effect.gen(function*() {
     for (const event of decided) yield* events.deliver(event)
   })
 
-  yield* look.pipe(
+  // while nothing is held the fiber sleeps on Wakeups (no timer ticks: an idle daemon, or a test's
+  // TestClock moved by hours, costs nothing)
+  yield* Effect.zipRight(wakeups.whenHeld, Effect.zipRight(Effect.sleep(every), look)).pipe(
     Effect.catchAllCause((cause) => Effect.logWarning("looking for other processes' writes failed", cause)),
-    Effect.repeat(Schedule.spaced(every)),
+    Effect.forever,
     Effect.annotateLogs({ fiber: "foreign-writes" }),
     Effect.forkScoped
   )
