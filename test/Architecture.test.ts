@@ -148,6 +148,7 @@ const makeCountingCoordination = (calls: Array<string>) =>
       deliverToMe: () => Effect.dieMessage("not in this fake"),
       countToMe: () => Effect.dieMessage("not in this fake"),
       receipts: () => Effect.dieMessage("not in this fake"),
+      targetReceipts: () => Effect.dieMessage("not in this fake"),
       searchPosts: () => Effect.dieMessage("not in this fake"),
       indexPosts: () => Effect.void,
       unreadCount: (caller) => Effect.sync(() => (calls.push(`unreadCount ${caller.name}`), 7)),

@@ -54,7 +54,7 @@ const tool = (bearer: string, name: string, args: unknown = {}) =>
 const unread = (bearer: string) => Effect.map(tool(bearer, "sophia.orient"), (r) => r.body.unread as number)
 
 describe("POST /hooks/claude-code", () => {
-  it.scoped("SessionStart: the brief — who, unread and addressed, waits, claimed work, orphans, pending approvals — within ~400 tokens, nothing marked", () =>
+  it.scoped("SessionStart: the brief — who, unread and addressed, waits, claimed work, leases, orphans, pending approvals — within ~400 tokens, nothing marked", () =>
     Effect.gen(function*() {
       const auth = yield* Auth
       const coordination = yield* Coordination
@@ -102,10 +102,18 @@ describe("POST /hooks/claude-code", () => {
       // the brief only tells: nothing was marked read
       assert.strictEqual(yield* unread(a.bearer), before)
 
-      // the orphans and the pending approvals, for a connection with fewer lists
+      // the leases, the orphans and the pending approvals, for a connection with fewer lists
       const c = yield* connect("carol", "assistant")
       yield* tool(c.bearer, "sophia.add_document", { title: "doc", body: "x" })
+      for (const dir of ["parser", "lexer", "printer", "cli"]) {
+        const leased = yield* tool(c.bearer, "sophia.lease_acquire", { resources: [`path:src/${dir}/**`], reason: `refactor the ${dir}` })
+        assert.strictEqual(leased.status, 200, JSON.stringify(leased.body))
+      }
+      yield* tool(c.bearer, "sophia.lease_acquire", { resources: ["slot:deploy"], mode: "shared", project: "infra", reason: "deploy" })
       const carol = (yield* hook(c.bearer, fixture("SessionStart"))).hookSpecificOutput.additionalContext as string
+      assert.include(carol, "Your leases (5): path:src/")
+      assert.include(carol, "(exclusive) until ")
+      assert.include(carol, "and 2 more")
       assert.include(carol, "Orphaned work you may claim (6): work-left-behind-")
       assert.include(carol, "claimant revoked")
       assert.include(carol, "Your pending approvals (1)")

@@ -25,3 +25,9 @@ export const PostReceiptsResult = Schema.Struct({
   recipients: Schema.Array(Recipient)
 })
 export type PostReceiptsResult = typeof PostReceiptsResult.Type
+
+/** Whether a targeted post reached its target: when and how, or not yet (both null). The owner's portal shows it. */
+export interface TargetReceipt {
+  readonly read_at: string | null
+  readonly via: ReadVia | null
+}

@@ -80,7 +80,7 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
       unread
     })
     const { countToMe, deliverNew, deliverToMe } = yield* makeDelivery({ pages, readMarks, unread })
-    const { receipts } = yield* makeReceipts
+    const { receipts, targetReceipts } = yield* makeReceipts
     const { onConnectionCreated } = yield* makeCaughtUp
     const { firstPost, lastSeq, postIdsOf, totals } = yield* makeLookups
     const { indexPosts, searchPosts } = yield* makePostSearch
@@ -94,6 +94,7 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
       deliverToMe,
       countToMe,
       receipts,
+      targetReceipts,
       searchPosts,
       indexPosts,
       unreadCount: unread.unreadCount,

@@ -5,6 +5,7 @@ import { BEACON_CHANNEL } from "../../domain/Coordination.js"
 import type { DocumentHit, FactRow } from "../../domain/Knowledge.js"
 import type { LedgerDiff, LedgerStatus } from "../../domain/Ledger.js"
 import type { FleetView } from "../../domain/Portal.js"
+import type { TargetReceipt } from "../../domain/Receipts.js"
 import type { WaitGraphResult } from "../../domain/Waits.js"
 import { WAIT_CHANNEL } from "../../domain/Waits.js"
 import type { ApprovalCursor, ApprovalInFull, ApprovalSummary, PendingPage } from "../../services/approvals/OwnerView.js"
@@ -221,20 +222,27 @@ export const approvalBody = (csrf: string, id: string, approval: ApprovalInFull 
 export const openingChannel = (channels: ReadonlyArray<ChannelSummary>): string | undefined =>
   (channels.find((c) => !c.archived && c.channel !== BEACON_CHANNEL && c.channel !== WAIT_CHANNEL) ?? channels[0])?.channel
 
-const postItem = (p: PostRow) =>
+/** A targeted post's receipt: read by its target (when, how), or not yet. */
+const receiptOf = (r: TargetReceipt | undefined) =>
+  r === undefined ? "" : r.read_at === null
+    ? html` <span class="receipt muted">· not read yet</span>`
+    : html` <span class="receipt">· read ${since(r.read_at)}${r.via !== null ? ` via ${r.via}` : ""}</span>`
+
+const postItem = (p: PostRow, receipt: TargetReceipt | undefined) =>
   html`<li class="post kind-${p.kind}"><div class="meta"><span class="seq">#${p.channel_seq}</span> <span class="badge">${p.kind}</span> <strong>${p.agent_name}</strong> <code>${p.connection_short}</code> ${
     since(p.created_at)
-  }${p.to ? html` → ${p.to_agent_name ?? p.to}` : ""}</div><div class="body">${p.body}</div></li>`
+  }${p.to ? html` → ${p.to_agent_name ?? p.to}${receiptOf(receipt)}` : ""}</div><div class="body">${p.body}</div></li>`
 
 /**
  * Every channel (with its post count, archived ones marked) and one channel's conversation: the one asked
- * for, or (`latest`) the most recently active, said as such.
+ * for, or (`latest`) the most recently active, said as such; each targeted post with its receipt.
  */
 export const channelsBody = (
   channels: ReadonlyArray<ChannelSummary>,
   selected: string | undefined,
   posts: ReadonlyArray<PostRow>,
-  latest = false
+  latest = false,
+  receipts: ReadonlyMap<string, TargetReceipt> = new Map()
 ) =>
   html`<div class="split"><section aria-labelledby="ch-h"><h2 id="ch-h">All channels (${channels.length})</h2>${
     channels.length === 0 ? html`<p class="muted">No posts yet: a channel appears with its first post.</p>` : ""
@@ -250,7 +258,7 @@ export const channelsBody = (
 <section aria-labelledby="posts-h"><h2 id="posts-h">${selected ?? "No channel yet"}${
     latest && selected !== undefined ? html` <span class="muted">(most recent activity)</span>` : ""
   }</h2>${
-    selected === undefined ? "" : posts.length === 0 ? html`<p class="muted">No posts.</p>` : html`<ol class="posts">${posts.map(postItem)}</ol>`
+    selected === undefined ? "" : posts.length === 0 ? html`<p class="muted">No posts.</p>` : html`<ol class="posts">${posts.map((p) => postItem(p, receipts.get(p.post_id)))}</ol>`
   }</section></div>`
 
 // ------------------------------------------------------------------ Waits

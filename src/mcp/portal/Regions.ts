@@ -107,7 +107,9 @@ export const makeRegions = Effect.gen(function*() {
         : yield* decode(ChannelName, asked)
       if (channel === undefined) return Pages.channelsBody([], undefined, [])
       const read = yield* coordination.inbox(caller, { ...everything, channel, unread_only: false, limit: 200 })
-      return Pages.channelsBody(read.channels, channel, read.posts, asked === undefined)
+      const targeted = read.posts.filter((p) => p.to_connection_id !== null).map((p) => p.post_id)
+      const receipts = yield* coordination.targetReceipts(caller.userId, targeted)
+      return Pages.channelsBody(read.channels, channel, read.posts, asked === undefined, receipts)
     })
 
   /** The wait graph, with the names of the connections its predicates and orphaned claims hold by id. */

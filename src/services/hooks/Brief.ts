@@ -1,17 +1,20 @@
 import { Effect } from "effect"
 import type { Caller } from "../../domain/Auth.js"
 import type { BlockingItem } from "../../domain/Envelope.js"
+import type { LeaseRow } from "../../domain/Leases.js"
 import type { WorkSummary } from "../../domain/Ledger.js"
 import type { OrphanedWork } from "../../domain/Orphans.js"
 import { Approvals } from "../Approvals.js"
 import { Coordination } from "../Coordination.js"
+import { Leases } from "../Leases.js"
 import { Ledger } from "../Ledger.js"
 import { Waits } from "../Waits.js"
 import { cut } from "./Render.js"
 
 /**
  * The brief a session starts with: who the agent is, its unread (and how many are addressed to it), its open
- * waits, the work it has claimed, the orphans (work and waits nobody will answer), its pending approvals —
+ * waits, the work it has claimed and the leases it holds, the orphans (work and waits nobody will answer), its
+ * pending approvals —
  * each asked of the service that owns it. Nothing is marked read or delivered: the brief only tells. It
  * stays small (about 400 tokens at most): at most `SHOWN` items of a list, each title cut, the rest counted,
  * no ids but the approvals' (`approval_status` needs one), and the whole bounded by `MAX_CHARS`.
@@ -36,6 +39,9 @@ const waitLine = (w: BlockingItem) => {
   return `on ${w.on.agent_name !== "" ? cut(w.on.agent_name, 30) : w.on.connection_short} (${what}) until ${w.expires_at.slice(11, 16)}Z`
 }
 const workLine = (w: WorkSummary) => `${cut(w.work_id, 30)} "${cut(w.title, 40)}" (${w.status})`
+// (a lease may last a day: the date too)
+const leaseLine = (l: LeaseRow) =>
+  `${cut(l.resources.join(" "), 50)} (${l.mode}${l.project !== "default" ? `, ${cut(l.project, 20)}` : ""}) until ${l.expires_at.slice(0, 16)}Z`
 const orphanLine = (w: OrphanedWork) => `${cut(w.work_id, 30)} "${cut(w.title, 40)}" (claimant ${w.reason})`
 
 /** The lines, joined and bounded: a brief cut short ends with a pointer to the whole picture. */
@@ -58,6 +64,7 @@ export const makeBrief = Effect.gen(function*() {
   const waits = yield* Waits
   const ledger = yield* Ledger
   const approvals = yield* Approvals
+  const leases = yield* Leases
 
   return (caller: Caller): Effect.Effect<string> =>
     Effect.gen(function*() {
@@ -69,6 +76,7 @@ export const makeBrief = Effect.gen(function*() {
       const workItems = yield* ledger.countWork(caller.userId)
       const claimed = workItems > 0 ? yield* ledger.claimedBy(caller.userId, caller.connectionId) : []
       const orphanedWork = workItems > 0 ? yield* ledger.orphanedWork(caller.userId) : []
+      const held = yield* leases.mine(caller)
       const orphanedWaits = (yield* waits.countOpen(caller.userId)) > 0 ? yield* waits.countOrphaned(caller) : 0
       const pending = (yield* approvals.list()).filter((a) => a.connection_id === caller.connectionId)
 
@@ -81,6 +89,7 @@ export const makeBrief = Effect.gen(function*() {
           }.`,
         ...listed("Your open waits", blocking, waitLine),
         ...listed("Your claimed work", claimed, workLine),
+        ...listed("Your leases", held, leaseLine),
         ...listed("Orphaned work you may claim", orphanedWork, orphanLine),
         ...(orphanedWaits > 0 ? [`Orphaned waits (nobody left to answer them): ${orphanedWaits}; sophia_wait_graph lists them.`] : []),
         ...listed("Your pending approvals", pending, (a) => `${a.approval_id} (${a.tool})`),
