@@ -3,12 +3,13 @@
  * connection (or takes `--bearer`, or keeps the one this folder's `.mcp.json` already holds when it is a
  * live connection of that name) and merges into `D/.mcp.json` the MCP server `sophia` (Streamable HTTP,
  * bearer header) and into `D/.claude/settings.local.json` the hooks (HTTP hooks to the daemon's
- * `/hooks/claude-code`). Idempotent: every existing entry is kept, Sophia's own are replaced, never
+ * `/hooks/claude-code`; SessionStart as the command `sophia hook claude-code`). Idempotent: every existing entry is kept, Sophia's own are replaced, never
  * doubled; it prints what it changed.
  */
 import { Console, Effect, Option } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { binPath, shellQuote } from "../mcp/ClientConfigs.js"
 import { DEFAULT_URL } from "./Daemon.js"
 import { liveAddress } from "./PortalLink.js"
 import type { Globals } from "./Store.js"
@@ -43,16 +44,28 @@ export const withServer = (config: Json | undefined, url: string, bearer: string
   mcpServers: { ...config?.mcpServers, sophia: { type: "http", url: `${url}/mcp`, headers: { Authorization: `Bearer ${bearer}` } } }
 })
 
-/** `settings.local.json` with one Sophia HTTP hook per event; every other hook, group and key kept. */
-export const withHooks = (settings: Json | undefined, url: string, bearer: string): Json => {
+/** The command hook: this Node and this package's bin, absolute, with the agent's bearer and daemon. */
+const hookCommand = (url: string, bearer: string, bin: string) =>
+  `SOPHIA_BEARER=${shellQuote(bearer)} SOPHIA_URL=${shellQuote(url)} ${shellQuote(process.execPath)} ${shellQuote(bin)} hook claude-code`
+
+/**
+ * `settings.local.json` with one Sophia hook per event; every other hook, group and key kept. HTTP hooks to
+ * the daemon, except SessionStart: Claude Code runs only command hooks there, so it gets `sophia hook
+ * claude-code` (the same answer, through the CLI).
+ */
+export const withHooks = (settings: Json | undefined, url: string, bearer: string, bin = binPath()): Json => {
   const hooks: Json = { ...settings?.hooks }
-  const ours = (h: Json) => h?.type === "http" && typeof h.url === "string" && h.url.endsWith(HOOK_PATH)
+  const ours = (h: Json) =>
+    (h?.type === "http" && typeof h.url === "string" && h.url.endsWith(HOOK_PATH)) ||
+    (h?.type === "command" && typeof h.command === "string" && h.command.endsWith(" hook claude-code"))
   for (const event of EVENTS) {
     const groups: Array<Json> = Array.isArray(hooks[event]) ? hooks[event] : []
     const kept = groups
       .map((g) => ({ ...g, hooks: Array.isArray(g.hooks) ? g.hooks.filter((h: Json) => !ours(h)) : g.hooks }))
       .filter((g) => !Array.isArray(g.hooks) || g.hooks.length > 0)
-    const hook = { type: "http", url: `${url}${HOOK_PATH}`, headers: { Authorization: `Bearer ${bearer}` }, timeout: 30 }
+    const hook = event === "SessionStart"
+      ? { type: "command", command: hookCommand(url, bearer, bin), timeout: 30 }
+      : { type: "http", url: `${url}${HOOK_PATH}`, headers: { Authorization: `Bearer ${bearer}` }, timeout: 30 }
     hooks[event] = [...kept, event === "PostToolUse" ? { matcher: "*", hooks: [hook] } : { hooks: [hook] }]
   }
   return { ...settings, hooks }

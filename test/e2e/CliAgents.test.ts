@@ -9,16 +9,17 @@ import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { SOPHIA, sophia, tempDb } from "../support/Cli.js"
+import { ROOT, SOPHIA, sophia, tempDb } from "../support/Cli.js"
 import { startDaemon } from "../support/Daemon.js"
 import { restCall } from "../support/HeadHistory.js"
 
 const noPg = { SOPHIA_DATABASE_URL: "" }
 
-/** A child `sophia` with stdin, resolving with its exit and output. */
-const run = (args: ReadonlyArray<string>, env: Record<string, string>, stdin = "") =>
+/** A child `sophia` (or `command`) with stdin, resolving with its exit and output. */
+const run = (args: ReadonlyArray<string>, env: Record<string, string>, stdin = "", command?: string) =>
   new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
-    const child = spawn(process.execPath, [SOPHIA, ...args], { env: { ...process.env, ...noPg, ...env } })
+    const [file, argv] = command === undefined ? [process.execPath, [SOPHIA, ...args]] : [command, [...args]]
+    const child = spawn(file, argv, { env: { ...process.env, ...noPg, ...env } })
     let stdout = ""
     let stderr = ""
     child.stdout.on("data", (d) => (stdout += d))
@@ -81,16 +82,26 @@ describe("sophia watch / setup / hook", { timeout: 180_000 }, () => {
       assert.strictEqual(mcp.mcpServers.sophia.url, `${daemon.baseUrl}/mcp`, "the daemon serving this database")
       const settings = JSON.parse(fs.readFileSync(path.join(dir, ".claude", "settings.local.json"), "utf8"))
       assert.deepStrictEqual(settings.permissions, { allow: ["Bash(ls)"] })
-      for (const event of ["SessionStart", "UserPromptSubmit", "PostToolUse", "Stop", "SubagentStop"]) {
+      for (const event of ["UserPromptSubmit", "PostToolUse", "Stop", "SubagentStop"]) {
         const hooks = settings.hooks[event].flatMap((g: { hooks: Array<{ url?: string }> }) => g.hooks)
         assert.lengthOf(hooks.filter((h: { url?: string }) => h.url === `${daemon.baseUrl}/hooks/claude-code`), 1, event)
       }
       assert.deepStrictEqual(settings.hooks.Stop[0].hooks, [mine], "the project's own Stop hook kept")
       // one connection minted, and its bearer (the one in both files) works
       const bearer = mcp.mcpServers.sophia.headers.Authorization.slice("Bearer ".length)
-      assert.strictEqual(settings.hooks.SessionStart[0].hooks[0].headers.Authorization, `Bearer ${bearer}`)
+      assert.strictEqual(settings.hooks.Stop[1].hooks[0].headers.Authorization, `Bearer ${bearer}`)
       const orient = await restCall(daemon.baseUrl, bearer, "sophia.orient", {})
       assert.strictEqual(orient.body.name, "builder")
+      // SessionStart is a command hook: run as Claude Code runs it (a shell, the event on stdin), it answers the brief
+      assert.lengthOf(settings.hooks.SessionStart, 1)
+      const [start] = settings.hooks.SessionStart[0].hooks
+      assert.strictEqual(start.type, "command")
+      const fixture = fs.readFileSync(path.join(ROOT, "test/fixtures/hooks/claude-code/SessionStart.json"), "utf8")
+      const ran = await run(["-c", start.command], {}, fixture, "/bin/sh")
+      assert.strictEqual(ran.status, 0, ran.stderr)
+      const out = JSON.parse(ran.stdout)
+      assert.strictEqual(out.hookSpecificOutput.hookEventName, "SessionStart")
+      assert.include(out.hookSpecificOutput.additionalContext, "builder")
       const listed = JSON.parse(sophia(["connection", "list", "--json", "--db", db], noPg).stdout)
       assert.lengthOf(listed.filter((c: { name: string }) => c.name === "builder"), 1)
     } finally {
@@ -119,7 +130,7 @@ describe("sophia watch / setup / hook", { timeout: 180_000 }, () => {
       const revoked = await run(["hook", "claude-code"], { SOPHIA_BEARER: "sph_nope", SOPHIA_URL: daemon.baseUrl }, input)
       assert.strictEqual(revoked.status, 1)
       assert.strictEqual(revoked.stdout, "")
-      assert.match(revoked.stderr, /^sophia: http:\/\/127\.0\.0\.1:\d+\/hooks\/claude-code: \w+: /)
+      assert.match(revoked.stderr, /^sophia: http:\/\/127\.0\.0\.1:\d+\/hooks\/claude-code: unauthenticated: /)
       assert.lengthOf(revoked.stderr.trim().split("\n"), 1)
     } finally {
       await daemon.kill()
