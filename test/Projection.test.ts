@@ -155,7 +155,10 @@ const listKeys = (output: Record<string, any>): Array<string> =>
  * Not list tools: their arrays are small bounded parts of one summary object (orient's open waits and
  * claimed work), not pages of rows, so a row projection would not mean anything there.
  */
-const NOT_LISTS: ReadonlySet<string> = new Set(["sophia.orient"])
+// orient: a bootstrap whose lists are already bounded summaries; post_receipts: one post's recipients, at most
+// the user's connections with four short fields each — a projection would cost every agent more in tools/list
+// (its compact/fields keys) than it could ever save in a reply
+const NOT_LISTS: ReadonlySet<string> = new Set(["sophia.orient", "sophia.post_receipts"])
 
 /** The tools of a registry whose result has a list of objects but no `projection` declared over one of them. */
 const missingProjections = (registry: Registry): Array<string> =>

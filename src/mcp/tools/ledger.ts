@@ -38,7 +38,7 @@ export const ledgerTools = Effect.gen(function*() {
       group: "ledger",
       access: "read",
       description:
-        "A work item's settled state (fields with value, evidence, who, when, seq) kept apart from what is observed now (pending reviews, claimant last seen).",
+        "A work item's settled fields (value, evidence, who, when, seq), apart from what is observed now (pending reviews, claimant last seen).",
       annotations: READ_ONLY,
       input: WorkRef,
       output: LedgerStatus,
@@ -59,7 +59,7 @@ export const ledgerTools = Effect.gen(function*() {
       name: "sophia.ledger_diff",
       group: "ledger",
       access: "read",
-      description: "Field changes (before/after value and evidence) between two heads of a work item; to defaults to the current head.",
+      description: "Field changes (before/after value, evidence) between two heads of a work item; to: default the current head.",
       annotations: READ_ONLY,
       input: LedgerDiffInput,
       output: LedgerDiff,
@@ -71,7 +71,7 @@ export const ledgerTools = Effect.gen(function*() {
       group: "ledger",
       access: "coordinate",
       description:
-        "Ask for an independent review of an exact artifact; returns a durable request_id. Who did the work cannot give the verdict.",
+        "Ask for an independent review of an exact artifact (a durable request_id). Who did the work cannot give the verdict.",
       annotations: APPEND_ONLY,
       input: ReviewRequestInput,
       output: ReviewRequestResult,
@@ -82,7 +82,7 @@ export const ledgerTools = Effect.gen(function*() {
       group: "ledger",
       access: "coordinate",
       description:
-        "Answer a review request for the artifact it named; approved records field review as verified. Refused for anyone who claimed, asserted or requested on the item.",
+        "Answer a review request; approved records field review as verified. Refused to anyone who claimed, asserted or requested on the item.",
       annotations: APPEND_ONLY,
       input: ReviewVerdictInput,
       output: AppendResult,

@@ -11,7 +11,7 @@ export const systemTools = Effect.gen(function*() {
       name: "sophia.capability_catalog",
       group: "system",
       access: "read",
-      description: "Every tool you may call, grouped by capability, with access class and annotations.",
+      description: "Every tool you may call, by capability, with access class and annotations.",
       annotations: READ_ONLY,
       input: CatalogInput,
       output: CatalogOutput,

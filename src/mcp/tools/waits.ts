@@ -40,8 +40,7 @@ export const waitTools = Effect.gen(function*() {
       name: "sophia.wait_graph",
       group: "coordination",
       access: "read",
-      description: "Who is blocked on whom: open waits as edges, cycles, and the waits and claimed work of revoked " +
-        "or silent connections (orphans).",
+      description: "Who waits on whom: open waits as edges, cycles, and orphans (waits and claims of revoked or silent connections).",
       annotations: READ_ONLY,
       input: WaitGraphInput,
       output: WaitGraphResult,
