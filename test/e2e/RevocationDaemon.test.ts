@@ -4,16 +4,24 @@
  * looking (`ForeignWrites`, within a second or so). Its parked REST long poll answers 401 (as the door answers
  * a revoked bearer), its MCP long poll answers `unauthenticated`, its MCP session closes and its resource
  * subscription hears nothing after `revoked_at`; a `sophia stdio` server of that connection answers its long
- * poll `unauthenticated` and ends. Generous time bounds; order and outcomes asserted.
+ * poll `unauthenticated` and ends. Revoked in the daemon's own process (the portal's Revoke), the session closes
+ * at once. Generous time bounds; order and outcomes asserted.
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { ResourceUpdatedNotificationSchema } from "@modelcontextprotocol/sdk/types.js"
+import { it as effectIt } from "@effect/vitest"
+import { Effect } from "effect"
 import { afterAll, assert, beforeAll, describe, it } from "vitest"
+import { HttpServer } from "../../src/mcp/Http.js"
+import { Auth } from "../../src/services/Auth.js"
+import { Wakeups } from "../../src/services/Wakeups.js"
 import { SOPHIA, sophia, tempDb } from "../support/Cli.js"
 import type { Daemon } from "../support/Daemon.js"
 import { startDaemon } from "../support/Daemon.js"
+import { connect } from "../support/Fixtures.js"
+import { mcpClient, ServeTest } from "../support/Serve.js"
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 const mint = (db: string, name: string) => {
@@ -135,4 +143,26 @@ describe("revoked by the CLI while the daemon holds its work (SQLite, another pr
       await client.close().catch(() => undefined)
     }
   }, 90_000)
+})
+
+describe("revoked in the daemon's own process (the portal's Revoke)", () => {
+  effectIt.live("the connection's MCP session closes at once, its long poll answered unauthenticated first", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { baseUrl, mcpUrl } = yield* HttpServer
+      const auth = yield* Auth
+      const { bearer } = yield* connect("portal-revoked", "full")
+      const sessions = Effect.promise(() =>
+        fetch(`${baseUrl}/metrics`).then((r) => r.text()).then((text) => Number(/^sophia_mcp_sessions (\d+)/m.exec(text)?.[1])))
+      const client = yield* mcpClient(mcpUrl, bearer)
+      yield* Effect.promise(() => client.subscribeResource({ uri: "sophia://inbox" }))
+      assert.strictEqual(yield* sessions, 1)
+      const poll = client.callTool({ name: "sophia_coordination_inbox", arguments: { wait_s: 60 } }, undefined, { timeout: 120_000 })
+      const wakeups = yield* Wakeups
+      for (let i = 0; i < 400 && wakeups.stats().waiting < 1; i++) yield* Effect.sleep("5 millis")
+      yield* auth.revoke("portal-revoked")
+      const reply = yield* Effect.promise(() => poll)
+      assert.strictEqual(textOf(reply).error.code, "unauthenticated")
+      for (let i = 0; i < 400 && (yield* sessions) > 0; i++) yield* Effect.sleep("10 millis")
+      assert.strictEqual(yield* sessions, 0)
+    })).pipe(Effect.provide(ServeTest())))
 })
