@@ -9,7 +9,7 @@
  *     the three single-kind raw FTS5 queries for the same words (target ≤ 2×). `BENCH_SEARCH_N` sets the
  *     corpus per kind (default 30000; the issue asks 100k — set it, loading then takes a few minutes).
  */
-import { Deferred, Effect, Fiber, Layer, ManagedRuntime } from "effect"
+import { ConfigProvider, Deferred, Effect, Fiber, Layer, ManagedRuntime } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { performance } from "node:perf_hooks"
@@ -44,7 +44,9 @@ const mint = (name: string) =>
 // ---------------------------------------------------------------- 1 + 2: wake-ups
 const wakeBench = async () => {
   const file = tempDb("inbox.db")
-  const runtime = ManagedRuntime.make(SophiaLive(file).pipe(Layer.orDie))
+  // (one connection parks PARKED polls: its cap on parked long polls raised for the bench)
+  const config = ConfigProvider.fromMap(new Map([["SOPHIA_LONG_POLLS_PER_CONNECTION", String(PARKED)]]))
+  const runtime = ManagedRuntime.make(SophiaLive(file).pipe(Layer.provide(Layer.setConfigProvider(config)), Layer.orDie))
   try {
     const out = await runtime.runPromise(Effect.gen(function*() {
       const coordination = yield* Coordination
