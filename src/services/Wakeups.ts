@@ -9,7 +9,6 @@ import { makeRevocations, makeWatchers } from "./wakeups/Watchers.js"
 
 export type { PollOwner, PollSpec } from "./wakeups/Groups.js"
 
-
 /** While nothing is held, how often `whenHeld` looks anyway (see there). */
 const IDLE_LOOK = "1 minute"
 /** The settings that raise the per-connection caps on parked polls (named in their refusals). */
@@ -66,15 +65,16 @@ export class Wakeups extends Effect.Service<Wakeups>()("sophia/Wakeups", {
         hint: "wait for one of this connection's approval_status waits to return (each ends by its wait_s)"
       })
     } as const
-    const wakeReads = yield* Effect.makeSemaphore(WAKE_READS_AT_ONCE)
-    const groups = makeGroups((read) => wakeReads.withPermits(1)(read))
-    const revocations = makeRevocations()
-    const { isRevoked } = revocations
-    const watchers = makeWatchers(isRevoked)
-    // opened whenever something starts being held (a poll, a subscription, a session awaiting revocation):
-    // what looks after held things (`ForeignWrites`) sleeps on it while nothing is held, instead of ticking
+    // opened whenever something starts being held (a poll, a subscription, a session awaiting revocation), in
+    // the same synchronous step that registers it: what looks after held things (`ForeignWrites`) sleeps on it
+    // while nothing is held, instead of ticking
     const activity = yield* Effect.makeLatch(false)
-    const active = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.zipRight(activity.open, effect)
+    const onHold = () => activity.unsafeOpen()
+    const wakeReads = yield* Effect.makeSemaphore(WAKE_READS_AT_ONCE)
+    const groups = makeGroups((read) => wakeReads.withPermits(1)(read), onHold)
+    const revocations = makeRevocations(onHold)
+    const { isRevoked } = revocations
+    const watchers = makeWatchers(isRevoked, onHold)
 
     /**
      * A long poll, capped per connection (`kind`), grouped and woken as the class comment says; a revoked
@@ -118,10 +118,10 @@ export class Wakeups extends Effect.Service<Wakeups>()("sophia/Wakeups", {
 
     /**
      * Resolves once something is held here (at once if something is); `ForeignWrites` idles on it. The latch
-     * opens just before a hold registers, so a hold racing the close is found at the latest after
-     * `IDLE_LOOK` (the one timer left while idle).
+     * opens in the step that registers a hold, and is closed only before holds are counted again, so no hold
+     * is missed; `IDLE_LOOK` is a last resort (the one timer left while idle).
      */
-    const holding = () => held().size > 0 || groups.keysWith("approval:").size > 0
+    const holding = () => held().size > 0
     const whenHeld: Effect.Effect<void> = Effect.suspend(() =>
       holding()
         ? Effect.void
@@ -132,10 +132,10 @@ export class Wakeups extends Effect.Service<Wakeups>()("sophia/Wakeups", {
     )
 
     return {
-      poll: <A, E>(kind: PollKind, spec: PollSpec<A, E>) => active(poll(kind, spec)),
-      park: (...args: Parameters<typeof watchers.park>) => active(watchers.park(...args)),
-      watch: (...args: Parameters<typeof watchers.watch>) => active(watchers.watch(...args)),
-      revocation: (...args: Parameters<typeof revocations.revocation>) => active(revocations.revocation(...args)),
+      poll,
+      park: watchers.park,
+      watch: watchers.watch,
+      revocation: revocations.revocation,
       whenHeld,
       feed,
       held,

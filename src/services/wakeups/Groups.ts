@@ -184,7 +184,7 @@ const nextSignal = (group: Group, member: Member, deadline: number, kicked: () =
  * `throttle`, so a post that wakes many connections' groups queues their reads there instead of in front of
  * every other call's writes. State is this process's; every change is one synchronous step.
  */
-export const makeGroups = (throttle: Throttle) => {
+export const makeGroups = (throttle: Throttle, onHold: () => void) => {
   const byUser = new Map<string, Set<Group>>()
   const byKey = new Map<string, Group>()
   const byConnection = new Map<string, Set<Group>>()
@@ -208,6 +208,7 @@ export const makeGroups = (throttle: Throttle) => {
       }
       group.members++
       parked++
+      onHold()
       return group
     })
 

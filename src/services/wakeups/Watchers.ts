@@ -14,7 +14,7 @@ interface Watcher {
  * Resource subscriptions (`watch`) and bare wake-ups (`park`): told of every matching event of their user, a
  * revoked connection's never again (`drop`, and `isRevoked` asked on each event).
  */
-export const makeWatchers = (isRevoked: (connectionId: string) => boolean) => {
+export const makeWatchers = (isRevoked: (connectionId: string) => boolean, onHold: () => void) => {
   const byUser = new Map<string, Set<Watcher>>()
   let count = 0
 
@@ -35,6 +35,7 @@ export const makeWatchers = (isRevoked: (connectionId: string) => boolean) => {
         if (!set) byUser.set(owner.userId, set = new Set())
         set.add(watcher)
         count++
+        onHold()
         return watcher
       }),
       (watcher) => Effect.sync(() => remove(owner.userId, watcher))
@@ -78,7 +79,7 @@ export const makeWatchers = (isRevoked: (connectionId: string) => boolean) => {
 const REMEMBER_MS = 10 * 60_000
 
 /** The connections heard revoked, and what waits for a connection's revocation (its MCP sessions). */
-export const makeRevocations = () => {
+export const makeRevocations = (onHold: () => void) => {
   /** connection id → when this daemon heard of its revocation (epoch ms) */
   const revoked = new Map<string, number>()
   const awaiting = new Map<string, { readonly userId: string; readonly signals: Set<Deferred.Deferred<void>> }>()
@@ -98,6 +99,7 @@ export const makeRevocations = () => {
             let entry = awaiting.get(owner.connectionId)
             if (!entry) awaiting.set(owner.connectionId, entry = { userId: owner.userId, signals: new Set() })
             entry.signals.add(signal)
+            onHold()
           }
           return Deferred.await(signal)
         }),
