@@ -10,7 +10,7 @@ import { family, limitTo, makeStatements } from "../store/Statements.js"
 import type { makeInboxPages } from "./InboxPages.js"
 import type { makeReadMarks } from "./ReadMarks.js"
 import type { DbPostRow } from "./Rows.js"
-import { decodeOptionalNumber, decodePostRows, toPostRow } from "./Rows.js"
+import { decodeOptionalNumber, decodePostRows, toPostRows as postRowsNamed } from "./Rows.js"
 import type { makeUnread } from "./Unread.js"
 
 /**
@@ -70,20 +70,7 @@ export const makeDelivery = ({ pages, readMarks, unread }: DeliveryParts) =>
         Effect.map((rows) => rows[0]?.n ?? 0)
       )
 
-    /** Names are joined live (a rename relabels past posts), through Auth in one statement. */
-    const toPostRows = (caller: Caller, rows: ReadonlyArray<DbPostRow>) =>
-      Effect.map(
-        auth.names(rows.flatMap((r) => r.to_connection_id === null ? [r.connection_id] : [r.connection_id, r.to_connection_id])),
-        (names) =>
-          rows.map((row) =>
-            toPostRow(
-              caller,
-              row,
-              names.get(row.connection_id) ?? "",
-              row.to_connection_id === null ? null : names.get(row.to_connection_id) ?? null
-            )
-          )
-      )
+    const toPostRows = postRowsNamed(auth.names)
 
     /** Mark `rows` read (`via`), and hand out those this delivery marked itself. */
     const handOut = (caller: Caller, rows: ReadonlyArray<DbPostRow>, advanceTo: number | undefined, via: ReadVia) =>

@@ -11,8 +11,7 @@ import type { PollSpec } from "../Wakeups.js"
 import { Wakeups } from "../Wakeups.js"
 import type { makeInboxPages, PageFilter } from "./InboxPages.js"
 import type { makeReadMarks, ScanAdvance } from "./ReadMarks.js"
-import type { DbPostRow } from "./Rows.js"
-import { toPostRow } from "./Rows.js"
+import { toPostRows as postRowsNamed } from "./Rows.js"
 import type { makeUnread } from "./Unread.js"
 
 /**
@@ -90,20 +89,7 @@ export const makeInbox = ({ inboxLimit, pages, readMarks, unread }: InboxParts) 
     const auth = yield* Auth
     const wakeups = yield* Wakeups
 
-    /** Names are joined live (a rename relabels past posts), through Auth in one statement per page. */
-    const toPostRows = (caller: Caller, rows: ReadonlyArray<DbPostRow>) =>
-      Effect.map(
-        auth.names(rows.flatMap((r) => r.to_connection_id === null ? [r.connection_id] : [r.connection_id, r.to_connection_id])),
-        (names) =>
-          rows.map((row) =>
-            toPostRow(
-              caller,
-              row,
-              names.get(row.connection_id) ?? "",
-              row.to_connection_id === null ? null : names.get(row.to_connection_id) ?? null
-            )
-          )
-      )
+    const toPostRows = postRowsNamed(auth.names)
 
     /**
      * A long poll's read ends `Unauthenticated` once its connection is revoked, checked after the page was read

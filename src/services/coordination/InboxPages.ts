@@ -97,43 +97,28 @@ export const makeInboxPages = Effect.gen(function*() {
     if (f.beforeSeq !== undefined) where.push(sql`p.channel_seq < ${f.beforeSeq}`)
     return where
   }
-  // the plain unread page as a named statement, one per page size (its LIMIT is text)
-  const unreadPage = family((limit: number) =>
-    named(`Coordination.unreadPage(${limit})`, (p: { me: string; userId: string; after: number }) =>
-      postsPage(
-        { userId: p.userId, connectionId: p.me },
-        pageConditions({
-          userId: p.userId,
-          connectionId: p.me,
-          after: p.after,
-          withArchived: false,
-          withHeartbeats: false,
-          unreadOnly: true,
-          toMe: false
-        }),
-        limit,
-        false
-      ))
-  )
-
-  // the same view's newest posts (a hook's delivery), one per page size
-  const newestUnreadPage = family((limit: number) =>
-    named(`Coordination.newestUnreadPage(${limit})`, (p: { me: string; userId: string; after: number }) =>
-      postsPage(
-        { userId: p.userId, connectionId: p.me },
-        pageConditions({
-          userId: p.userId,
-          connectionId: p.me,
-          after: p.after,
-          withArchived: false,
-          withHeartbeats: false,
-          unreadOnly: true,
-          toMe: false
-        }),
-        limit,
-        true
-      ))
-  )
+  // the plain unread view as a named statement, one per page size (its LIMIT is text): oldest first (the
+  // inbox), or the newest (a hook's delivery)
+  const plainUnread = (name: string, newest: boolean) =>
+    family((limit: number) =>
+      named(`Coordination.${name}(${limit})`, (p: { me: string; userId: string; after: number }) =>
+        postsPage(
+          { userId: p.userId, connectionId: p.me },
+          pageConditions({
+            userId: p.userId,
+            connectionId: p.me,
+            after: p.after,
+            withArchived: false,
+            withHeartbeats: false,
+            unreadOnly: true,
+            toMe: false
+          }),
+          limit,
+          newest
+        ))
+    )
+  const unreadPage = plainUnread("unreadPage", false)
+  const newestUnreadPage = plainUnread("newestUnreadPage", true)
   /** The newest `limit` posts of the plain unread view past `after`, returned in position order. */
   const newestUnread = (caller: Caller, after: number, limit: number) =>
     newestUnreadPage(limit)({ me: caller.connectionId, userId: caller.userId, after }).pipe(

@@ -1,4 +1,4 @@
-import { Schema } from "effect"
+import { Effect, Schema } from "effect"
 import type { Caller } from "../../domain/Auth.js"
 import { connectionShort } from "../../domain/Auth.js"
 import type { PostRow } from "../../domain/Coordination.js"
@@ -64,6 +64,25 @@ export const toPostRow = (caller: Caller, row: DbPostRow, agentName: string, toA
   unread: row.connection_id !== caller.connectionId && row.is_read === 0,
   created_at: row.created_at
 })
+
+/**
+ * Posts as their reader sees them, the agents' names joined live (a rename relabels past posts) through
+ * `names` (Auth's) in one call for the whole page.
+ */
+export const toPostRows = <E>(names: (ids: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, string>, E>) =>
+(caller: Caller, rows: ReadonlyArray<DbPostRow>): Effect.Effect<Array<PostRow>, E> =>
+  Effect.map(
+    names(rows.flatMap((r) => r.to_connection_id === null ? [r.connection_id] : [r.connection_id, r.to_connection_id])),
+    (known) =>
+      rows.map((row) =>
+        toPostRow(
+          caller,
+          row,
+          known.get(row.connection_id) ?? "",
+          row.to_connection_id === null ? null : known.get(row.to_connection_id) ?? null
+        )
+      )
+  )
 
 /** A post as other services ask about it (a wait's predicate, a claim's source). */
 export const PostRef = Schema.Struct({
