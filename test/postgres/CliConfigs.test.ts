@@ -5,27 +5,15 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { randomUUID } from "node:crypto"
-import Pg from "pg"
 import { orientThrough, stdioEntry } from "../support/Banner.js"
 import { sophia } from "../support/Cli.js"
 import { startDaemon } from "../support/Daemon.js"
-
-const BASE = process.env.SOPHIA_TEST_POSTGRES_URL ?? "postgres://postgres@127.0.0.1:5432/test"
-
-const admin = async (sql: string) => {
-  const c = new Pg.Client({ connectionString: BASE })
-  await c.connect()
-  try {
-    await c.query(sql)
-  } finally {
-    await c.end()
-  }
-}
+import { admin, PG_BASE } from "../support/PgAdmin.js"
 
 describe("the banner on Postgres", { timeout: 180_000 }, () => {
   it("its stdio entry passes the URL in SOPHIA_DATABASE_URL and works when pasted; sophia portal finds the daemon", async () => {
     const name = `sophia_cfg_${randomUUID().replaceAll("-", "").slice(0, 16)}`
-    const url = Object.assign(new URL(BASE), { pathname: `/${name}` }).toString()
+    const url = Object.assign(new URL(PG_BASE), { pathname: `/${name}` }).toString()
     await admin(`CREATE DATABASE ${name}`)
     try {
       const daemon = await startDaemon("/nonexistent/ignored.db", { SOPHIA_DATABASE_URL: url })

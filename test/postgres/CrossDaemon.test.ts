@@ -7,7 +7,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, ManagedRuntime, Queue } from "effect"
 import { randomUUID } from "node:crypto"
-import Pg from "pg"
 import type { DomainEvent } from "../../src/domain/Events.js"
 import { SophiaLive } from "../../src/layers/App.js"
 import { CrossDaemonEvents } from "../../src/layers/CrossDaemon.js"
@@ -17,21 +16,10 @@ import { Approvals } from "../../src/services/Approvals.js"
 import { Auth } from "../../src/services/Auth.js"
 import { Coordination } from "../../src/services/Coordination.js"
 import { Events } from "../../src/services/Events.js"
+import { admin, PG_BASE } from "../support/PgAdmin.js"
 
 // a gated call is refused at once (the approval stays pending), as on a daemon since wave 2
 process.env.SOPHIA_APPROVAL_WAIT_MS = "0"
-
-const BASE = process.env.SOPHIA_TEST_POSTGRES_URL ?? "postgres://postgres@127.0.0.1:5432/test"
-
-const admin = async (statement: string) => {
-  const c = new Pg.Client({ connectionString: BASE })
-  await c.connect()
-  try {
-    await c.query(statement)
-  } finally {
-    await c.end()
-  }
-}
 
 const daemon = (url: string) => ManagedRuntime.make(CrossDaemonEvents.pipe(Layer.provideMerge(SophiaLive(StoreChoice.postgres(url)))))
 
@@ -39,7 +27,7 @@ describe("cross-daemon wake-ups (LISTEN/NOTIFY)", () => {
   it("a post, a revocation and a decided approval on daemon A reach daemon B's listeners", async () => {
     const schema = `t_${randomUUID().replaceAll("-", "")}`
     await admin(`CREATE SCHEMA ${schema}`)
-    const url = withSearchPath(BASE, schema)
+    const url = withSearchPath(PG_BASE, schema)
     const a = daemon(url)
     try {
       const { alice, bob } = await a.runPromise(Effect.gen(function*() {

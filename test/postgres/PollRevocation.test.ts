@@ -9,7 +9,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import { randomUUID } from "node:crypto"
-import Pg from "pg"
 import type { Caller } from "../../src/domain/Auth.js"
 import { SophiaLive } from "../../src/layers/App.js"
 import { CrossDaemonEvents } from "../../src/layers/CrossDaemon.js"
@@ -19,18 +18,7 @@ import { Dispatcher } from "../../src/mcp/Dispatch.js"
 import { Approvals } from "../../src/services/Approvals.js"
 import { Auth } from "../../src/services/Auth.js"
 import { Wakeups } from "../../src/services/Wakeups.js"
-
-const BASE = process.env.SOPHIA_TEST_POSTGRES_URL ?? "postgres://postgres@127.0.0.1:5432/test"
-
-const admin = async (statement: string) => {
-  const c = new Pg.Client({ connectionString: BASE })
-  await c.connect()
-  try {
-    await c.query(statement)
-  } finally {
-    await c.end()
-  }
-}
+import { admin, PG_BASE } from "../support/PgAdmin.js"
 
 const daemon = (url: string) => ManagedRuntime.make(CrossDaemonEvents.pipe(Layer.provideMerge(SophiaLive(StoreChoice.postgres(url)))))
 /** What the CLI runs: the app over the store, without the cross-daemon channel. */
@@ -56,7 +44,7 @@ describe("long polls across daemons (Postgres)", () => {
   it("revocation through another daemon, or the CLI; a decision by the CLI; the pending cap with two daemons; one read per post", async () => {
     const schema = `t_${randomUUID().replaceAll("-", "")}`
     await admin(`CREATE SCHEMA ${schema}`)
-    const url = withSearchPath(BASE, schema)
+    const url = withSearchPath(PG_BASE, schema)
     const a = daemon(url)
     const b = daemon(url)
     const cli = cliApp(url)

@@ -8,25 +8,13 @@ import { SqlClient } from "@effect/sql"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import { randomUUID } from "node:crypto"
-import Pg from "pg"
 import { SophiaLive } from "../../src/layers/App.js"
 import { CrossDaemonEvents } from "../../src/layers/CrossDaemon.js"
 import { withSearchPath } from "../../src/layers/Pg.js"
 import { StoreChoice } from "../../src/layers/Sql.js"
 import { Dispatcher } from "../../src/mcp/Dispatch.js"
 import { Auth } from "../../src/services/Auth.js"
-
-const BASE = process.env.SOPHIA_TEST_POSTGRES_URL ?? "postgres://postgres@127.0.0.1:5432/test"
-
-const admin = async (statement: string) => {
-  const c = new Pg.Client({ connectionString: BASE })
-  await c.connect()
-  try {
-    await c.query(statement)
-  } finally {
-    await c.end()
-  }
-}
+import { admin, PG_BASE } from "../support/PgAdmin.js"
 
 const daemon = (url: string) => ManagedRuntime.make(CrossDaemonEvents.pipe(Layer.provideMerge(SophiaLive(StoreChoice.postgres(url)))))
 type Daemon = ReturnType<typeof daemon>
@@ -60,7 +48,7 @@ describe("execute_code and revocation across daemons (Postgres)", () => {
   it("a run on daemon B ends when A revokes its connection; when B revokes it, nothing is written after revoked_at", async () => {
     const schema = `t_${randomUUID().replaceAll("-", "")}`
     await admin(`CREATE SCHEMA ${schema}`)
-    const url = withSearchPath(BASE, schema)
+    const url = withSearchPath(PG_BASE, schema)
     const a = daemon(url)
     try {
       const [elsewhere, here] = await a.runPromise(Effect.all([
