@@ -124,8 +124,17 @@ const segmentsOf = (glob: string): ReadonlyArray<Segment> => {
 
 const sameLetter = (a: string, b: string) => a === b || a.toUpperCase() === b.toUpperCase() || a.toLowerCase() === b.toLowerCase()
 
-/** Whether some string matches both token lists. */
-const tokensOverlap = (a: ReadonlyArray<Token>, b: ReadonlyArray<Token>): boolean => {
+/**
+ * Whether one sequence matches both patterns `a` and `b`, where a `wild` element stands for any run of
+ * elements (none included) and two other elements `meet` when some element matches both: the memoized walk
+ * both overlaps below share (characters within a segment, segments within a path).
+ */
+const sequencesOverlap = <T>(
+  a: ReadonlyArray<T>,
+  b: ReadonlyArray<T>,
+  wild: (x: T) => boolean,
+  meet: (x: T, y: T) => boolean
+): boolean => {
   const memo = new Map<number, boolean>()
   const go = (i: number, j: number): boolean => {
     const key = i * (b.length + 1) + j
@@ -133,42 +142,28 @@ const tokensOverlap = (a: ReadonlyArray<Token>, b: ReadonlyArray<Token>): boolea
     if (known !== undefined) return known
     let r: boolean
     if (i === a.length && j === b.length) r = true
-    else if (i < a.length && a[i].t === "star") r = go(i + 1, j) || (j < b.length && go(i, j + 1))
-    else if (j < b.length && b[j].t === "star") r = go(i, j + 1) || (i < a.length && go(i + 1, j))
+    else if (i < a.length && wild(a[i])) r = go(i + 1, j) || (j < b.length && go(i, j + 1))
+    else if (j < b.length && wild(b[j])) r = go(i, j + 1) || (i < a.length && go(i + 1, j))
     else if (i === a.length || j === b.length) r = false
-    else {
-      const x = a[i]
-      const y = b[j]
-      r = (x.t !== "lit" || y.t !== "lit" || sameLetter(x.c, y.c)) && go(i + 1, j + 1)
-    }
+    else r = meet(a[i], b[j]) && go(i + 1, j + 1)
     memo.set(key, r)
     return r
   }
   return go(0, 0)
 }
 
+/** Whether some string matches both token lists. */
+const tokensOverlap = (a: ReadonlyArray<Token>, b: ReadonlyArray<Token>): boolean =>
+  sequencesOverlap(a, b, (x) => x.t === "star", (x, y) => x.t !== "lit" || y.t !== "lit" || sameLetter(x.c, y.c))
+
 /** Whether some path matches both segment lists. */
-const segmentsOverlap = (a: ReadonlyArray<Segment>, b: ReadonlyArray<Segment>): boolean => {
-  const memo = new Map<number, boolean>()
-  const go = (i: number, j: number): boolean => {
-    const key = i * (b.length + 1) + j
-    const known = memo.get(key)
-    if (known !== undefined) return known
-    let r: boolean
-    if (i === a.length && j === b.length) r = true
-    else if (i < a.length && a[i].t === "globstar") r = go(i + 1, j) || (j < b.length && go(i, j + 1))
-    else if (j < b.length && b[j].t === "globstar") r = go(i, j + 1) || (i < a.length && go(i + 1, j))
-    else if (i === a.length || j === b.length) r = false
-    else {
-      const x = a[i] as Extract<Segment, { t: "seg" }>
-      const y = b[j] as Extract<Segment, { t: "seg" }>
-      r = tokensOverlap(x.tokens, y.tokens) && go(i + 1, j + 1)
-    }
-    memo.set(key, r)
-    return r
-  }
-  return go(0, 0)
-}
+const segmentsOverlap = (a: ReadonlyArray<Segment>, b: ReadonlyArray<Segment>): boolean =>
+  sequencesOverlap(
+    a,
+    b,
+    (x) => x.t === "globstar",
+    (x, y) => tokensOverlap((x as Extract<Segment, { t: "seg" }>).tokens, (y as Extract<Segment, { t: "seg" }>).tokens)
+  )
 
 /** Whether two normalized globs could cover one path (conservative: see the rule above). */
 export const globsOverlap = (a: string, b: string): boolean => segmentsOverlap(segmentsOf(a), segmentsOf(b))
