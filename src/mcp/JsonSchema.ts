@@ -143,24 +143,25 @@ export const toolOutputJsonSchema = (output: Schema.Schema<any, any, never>, row
   slimJsonSchema(withEnvelope(optionalRowKeys(toJsonSchema(output), rowsKey))) as Json
 
 /**
- * `tools/list` is paid for in every agent's context on every turn, so the output schemas it carries name each
- * result's top-level keys with their types (a key keeps its description and enum); a nested object or list is
- * named by its type alone (a list of strings says so). The rows, nested objects and their keys are one call
- * away (`sophia.capability_catalog` with its schemas, `sophia.get_sdk_types`), and in every result itself;
- * what a shallow schema says is still true of every result. (Rows' keys were listed here until the surface
- * outgrew 8k tokens: they were a sixth of it.)
+ * `tools/list` is paid for in every agent's context on every turn (docs/architecture.md, "What tools/list
+ * carries"), so the output schemas it carries name each result's top-level keys with their types and enums;
+ * a nested object or a list of objects is named by its type alone (a list of scalars says which). What each
+ * key means, the rows, nested objects and their keys are one call away (`sophia.capability_catalog` with its
+ * schemas, `sophia.get_sdk_types`), and in every result itself; what a shallow schema says is still true of
+ * every result. (Rows' keys were listed here until the surface outgrew 8k tokens: they were a sixth of it.)
  */
-const KEEP_AT_LEAF = ["type", "description", "enum"] as const
-/** A top-level key as tools/list names it: its type, description and enum; a list, the type of its items. */
+const KEEP_AT_LEAF = ["type", "enum"] as const
+/** A top-level key as tools/list names it: its type and enum; a list of scalars, the type of its items. */
 const leafOf = (node: unknown): unknown => {
   if (typeof node !== "object" || node === null || Array.isArray(node)) return node
   const n = node as Record<string, unknown>
-  if (Array.isArray(n.anyOf)) return { ...(n.description ? { description: n.description } : {}), anyOf: n.anyOf.map(leafOf) }
+  if (Array.isArray(n.anyOf)) return { anyOf: n.anyOf.map(leafOf) }
   const leaf: Record<string, unknown> = {}
   for (const k of KEEP_AT_LEAF) if (n[k] !== undefined) leaf[k] = n[k]
-  if (n.type === "array" && typeof n.items === "object" && n.items !== null) {
-    leaf.items = { type: (n.items as Record<string, unknown>).type }
-  }
+  const itemType = n.type === "array" && typeof n.items === "object" && n.items !== null
+    ? (n.items as Record<string, unknown>).type
+    : undefined
+  if (itemType !== undefined && itemType !== "object") leaf.items = { type: itemType }
   return leaf
 }
 export const advertisedOutput = (schema: Record<string, unknown>): Record<string, unknown> => {
@@ -168,4 +169,25 @@ export const advertisedOutput = (schema: Record<string, unknown>): Record<string
   return typeof properties === "object" && properties !== null
     ? { ...rest, properties: Object.fromEntries(Object.entries(properties).map(([k, v]) => [k, leafOf(v)])) }
     : rest
+}
+
+/**
+ * A tool's input schema as tools/list carries it: the whole schema (every key, type, enum, requirement and
+ * limit) except the descriptions of the arguments the registry adds to many tools (`shared`: `compact` and
+ * `fields` of every list, `approval_id` of every write) — said once in the server's instructions, and in
+ * full in `capability_catalog`'s schemas and `get_sdk_types`.
+ */
+export const advertisedInput = (schema: Json, shared: ReadonlyArray<string>): Json => {
+  const properties = schema.properties as Record<string, Json> | undefined
+  if (shared.length === 0 || properties === undefined) return schema
+  const trimmed: Record<string, Json> = {}
+  for (const [k, v] of Object.entries(properties)) {
+    if (shared.includes(k) && typeof v === "object" && v !== null) {
+      const { description: _description, ...rest } = v
+      trimmed[k] = rest
+    } else {
+      trimmed[k] = v
+    }
+  }
+  return { ...schema, properties: trimmed }
 }

@@ -4,7 +4,7 @@ import { ApprovalArgs } from "../domain/Approvals.js"
 import type { AccessClass, Caller } from "../domain/Auth.js"
 import type { ListProjection } from "../domain/Projection.js"
 import { ProjectionArgs } from "../domain/Projection.js"
-import { advertisedOutput, toolInputJsonSchema, toolOutputJsonSchema } from "./JsonSchema.js"
+import { advertisedInput, advertisedOutput, toolInputJsonSchema, toolOutputJsonSchema } from "./JsonSchema.js"
 import type { Refusal } from "./Refusals.js"
 
 /** The four MCP tool annotations; every tool declares all of them. */
@@ -112,7 +112,15 @@ export const effectiveInput = (tool: Tool): Schema.Schema<any, any, never> =>
 
 /** Write and elevated tools also take `approval_id` (repeat a call the owner approved; see Approvals). */
 const withApprovalArgs = (tool: Tool, input: Schema.Schema<any, any, never>): Schema.Schema<any, any, never> =>
-  tool.access === "write" || tool.access === "elevated" ? Schema.extend(input, ApprovalArgs) : input
+  takesApproval(tool) ? Schema.extend(input, ApprovalArgs) : input
+
+const takesApproval = (tool: Tool) => tool.access === "write" || tool.access === "elevated"
+
+/** The arguments the registry adds to a tool (their meaning is said once, not in every tool of tools/list). */
+export const sharedArguments = (tool: Tool): ReadonlyArray<string> => [
+  ...(tool.projection ? Object.keys(ProjectionArgs.fields) : []),
+  ...(takesApproval(tool) ? Object.keys(ApprovalArgs.fields) : [])
+]
 
 /**
  * Run-time changes of the tool surface: whoever changes what a registry advertises calls `notify()`;
@@ -181,7 +189,7 @@ export const makeRegistry = (tools: ReadonlyArray<Tool>): Registry => {
           .map((t) => ({
             name: wireName(t.name, naming),
             description: t.description,
-            inputSchema: inputJsonSchema(t),
+            inputSchema: advertisedInput(inputJsonSchema(t), sharedArguments(t)),
             outputSchema: advertisedOutput(outputJsonSchema(t)),
             annotations: t.annotations
           }))
