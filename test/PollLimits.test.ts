@@ -74,6 +74,44 @@ describe("caps on what one connection holds", () => {
       assert.strictEqual((yield* Wakeups).parkedCount(), 0)
     }).pipe(Effect.provide(SophiaTest)))
 
+  it.live("lease_acquire with wait_s counts in the same long-poll cap: 4 inbox + 4 lease polls parked, the 9th of either is refused; a grant frees a place", () =>
+    Effect.gen(function*() {
+      const { caller: a } = yield* connect("a")
+      const { caller: b } = yield* connect("b")
+      const held = yield* call(a, "sophia.lease_acquire", { resources: ["slot:s0", "slot:s1", "slot:s2", "slot:s3"], reason: "held" })
+      assert.isString(held.lease_id, JSON.stringify(held))
+      const inbox = yield* Effect.forEach(
+        Array.from({ length: 4 }, (_, i) => i),
+        (i) => Effect.fork(call(b, "sophia.coordination_inbox", { channel: `ch${i}`, cursor: "p0", wait_s: 30 }))
+      )
+      const leases = yield* Effect.forEach(
+        Array.from({ length: 4 }, (_, i) => i),
+        (i) => Effect.fork(call(b, "sophia.lease_acquire", { resources: [`slot:s${i}`], reason: "next", wait_s: 30 }))
+      )
+      yield* untilParked(8)
+      for (const ninth of [
+        yield* call(b, "sophia.lease_acquire", { resources: ["slot:s0"], reason: "one too many", wait_s: 30 }),
+        yield* call(b, "sophia.coordination_inbox", { wait_s: 30 })
+      ]) {
+        assert.strictEqual(ninth.error?.code, "rate_limited", JSON.stringify(ninth))
+        assert.strictEqual(ninth.error.limit, 8)
+        assert.strictEqual(ninth.error.setting, "SOPHIA_LONG_POLLS_PER_CONNECTION")
+        assert.isAtLeast(ninth.error.retry_after_s, 1)
+        assert.isAtMost(ninth.error.retry_after_s, 30)
+        assert.include(ninth.error.what, "lease_acquire")
+        assert.isString(ninth.error.hint)
+      }
+      // without wait_s it answers as always (refused by the holder, not by the cap)
+      assert.strictEqual((yield* call(b, "sophia.lease_acquire", { resources: ["slot:s0"], reason: "now" })).error?.code, "lease_conflict")
+      // the holder releases: the four lease polls are granted, their places free again
+      assert.strictEqual((yield* call(a, "sophia.lease_release", { lease_id: held.lease_id })).status, "released")
+      for (const l of leases) assert.isString((yield* Fiber.join(l)).lease_id)
+      const again = yield* Effect.fork(call(b, "sophia.lease_acquire", { resources: ["slot:s0"], reason: "behind b", wait_s: 30 }))
+      yield* untilParked(5)
+      yield* Fiber.interruptAll([...inbox, again])
+      assert.strictEqual((yield* Wakeups).parkedCount(), 0)
+    }).pipe(Effect.provide(SophiaTest)))
+
   it.live("8 parked approval waits per connection; they end at the decision and free their places", () =>
     Effect.gen(function*() {
       const approvals = yield* Approvals

@@ -1,6 +1,7 @@
 /**
- * Revocation ends a connection's long polls and subscriptions (issue 28): a parked `coordination_inbox` poll
- * and a parked `approval_status` answer `unauthenticated` the moment the revocation is heard, a subscription
+ * Revocation ends a connection's long polls and subscriptions (issue 28): a parked `coordination_inbox` poll,
+ * a parked `approval_status` and a parked `lease_acquire` (issue 30) answer `unauthenticated` the moment the
+ * revocation is heard, a subscription
  * hears nothing after it, and no post committed after `revoked_at` is ever returned — also when the revocation
  * was made by another process (the `sophia connection revoke` CLI on the same SQLite file), which this process
  * learns of by looking (`ForeignWrites`) or by the poll's own read. Real app, real SQLite.
@@ -29,6 +30,24 @@ const untilParked = (n: number) =>
 /** The poll's outcome within `ms`, or a failure saying it did not end. */
 const within = <A, E>(fiber: Fiber.Fiber<A, E>, ms: number) =>
   Fiber.join(fiber).pipe(Effect.timeoutFail({ duration: ms, onTimeout: () => new Error(`the poll did not end within ${ms} ms`) }))
+
+/** Real time, whatever clock the test runs under. */
+const realSleep = (ms: number) => Effect.promise(() => new Promise((r) => setTimeout(r, ms)))
+/** The fiber's outcome within `ms` of real time (the test clock may never move). */
+const withinReal = <A, E>(fiber: Fiber.Fiber<A, E>, ms: number) =>
+  Effect.gen(function*() {
+    for (let waited = 0; waited < ms; waited += 5) {
+      const done = yield* Fiber.poll(fiber)
+      if (Option.isSome(done)) return yield* done.value
+      yield* realSleep(5)
+    }
+    return yield* Effect.die(new Error(`the poll did not end within ${ms} ms`))
+  })
+const untilParkedReal = (n: number) =>
+  Effect.gen(function*() {
+    for (let i = 0; i < 2_000 && (yield* parked) !== n; i++) yield* realSleep(5)
+    assert.strictEqual(yield* parked, n, "parked")
+  })
 
 /** The app on a SQLite file another process (the CLI) writes too; `recheckMs`: how often it looks for that. */
 const onFile = (db: string, recheckMs: number) =>
@@ -69,6 +88,29 @@ describe("revocation in this process (the portal's Revoke, the daemon's own Auth
       assert.strictEqual(yield* parked, 0)
     }).pipe(Effect.provide(SophiaTest)))
 
+  it.effect("a parked lease_acquire (wait_s) answers unauthenticated when its connection is revoked, by the event: the test clock never moves", () =>
+    Effect.gen(function*() {
+      const auth = yield* Auth
+      const { caller: a } = yield* connect("a")
+      const { caller: b } = yield* connect("b")
+      const held = yield* call(a, "sophia.lease_acquire", { resources: ["slot:deploy"], reason: "deploying" })
+      assert.isString(held.lease_id, JSON.stringify(held))
+      const waiting = yield* Effect.fork(call(b, "sophia.lease_acquire", { resources: ["slot:deploy"], reason: "next", wait_s: 30 }))
+      yield* untilParkedReal(1)
+      // refused once and parked: nothing but an event can end it now (no timer fires under the test clock)
+      yield* realSleep(50)
+      assert.isTrue(Option.isNone(yield* Fiber.poll(waiting)), "still waiting")
+      yield* auth.revoke("b")
+      const body = yield* withinReal(waiting, 10_000)
+      assert.strictEqual(body.error?.code, "unauthenticated", JSON.stringify(body))
+      assert.strictEqual(yield* parked, 0)
+      // nothing was granted to it: a's lease is the only one
+      const listed = yield* call(a, "sophia.leases", {})
+      assert.deepStrictEqual(listed.leases.map((l: any) => l.lease_id), [held.lease_id])
+      // a lease_acquire with wait_s that starts after the revocation was heard ends at once too
+      assert.strictEqual((yield* call(b, "sophia.lease_acquire", { resources: ["slot:other"], reason: "r", wait_s: 30 })).error?.code, "unauthenticated")
+    }).pipe(Effect.provide(SophiaTest)))
+
   it.live("a subscription hears nothing after its connection's revocation; another connection's still does", () =>
     Effect.gen(function*() {
       const auth = yield* Auth
@@ -103,6 +145,22 @@ describe("revocation by another process: `sophia connection revoke` on the same 
       const revoked = sophia(["connection", "revoke", "b", "--db", db])
       assert.strictEqual(revoked.status, 0, revoked.stderr)
       const body = yield* within(poll, 15_000)
+      assert.strictEqual(body.error?.code, "unauthenticated", JSON.stringify(body))
+      assert.strictEqual(yield* parked, 0)
+    }).pipe(Effect.provide(onFile(db, 1_000)))
+  }, 60_000)
+
+  it.live("a parked lease_acquire is found revoked too (its connection is held while it waits): unauthenticated, not its deadline", () => {
+    const db = tempDb()
+    return Effect.gen(function*() {
+      const { caller: a } = yield* connect("a")
+      const { caller: b } = yield* connect("b")
+      assert.isString((yield* call(a, "sophia.lease_acquire", { resources: ["path:src/**"], reason: "refactor" })).lease_id)
+      const waiting = yield* Effect.fork(call(b, "sophia.lease_acquire", { resources: ["path:src/a.ts"], reason: "fix", wait_s: 60 }))
+      yield* untilParked(1)
+      const revoked = sophia(["connection", "revoke", "b", "--db", db])
+      assert.strictEqual(revoked.status, 0, revoked.stderr)
+      const body = yield* within(waiting, 15_000)
       assert.strictEqual(body.error?.code, "unauthenticated", JSON.stringify(body))
       assert.strictEqual(yield* parked, 0)
     }).pipe(Effect.provide(onFile(db, 1_000)))

@@ -1,10 +1,11 @@
 import { SqlClient } from "@effect/sql"
-import { Clock, Duration, Effect, Either, Option } from "effect"
+import { Clock, Effect, Either } from "effect"
+import { randomUUID } from "node:crypto"
 import type { Caller } from "../domain/Auth.js"
-import { Unauthenticated, ValidationError } from "../domain/Errors.js"
+import { ValidationError } from "../domain/Errors.js"
 import type { DomainEvent } from "../domain/Events.js"
 import { parseResource } from "../domain/LeaseGlobs.js"
-import type { LeaseAcquireInput, LeaseGrant, LeaseHolder, LeaseRenewInput, LeasesInput } from "../domain/Leases.js"
+import type { LeaseAcquireInput, LeaseHolder, LeaseRenewInput, LeasesInput } from "../domain/Leases.js"
 import { DEFAULT_PROJECT } from "../domain/Leases.js"
 import { silentAfterSConfig } from "../domain/Orphans.js"
 import { Auth } from "./Auth.js"
@@ -19,8 +20,8 @@ import { Wakeups } from "./Wakeups.js"
 
 /**
  * How often a waiting `lease_acquire` tries again with no event heard: what frees a lease without an event
- * here — a holder gone silent, a lease past its expiry before the sweep, a release by another process on the
- * same SQLite file — is seen within this.
+ * here — a holder gone silent, a release by another process on the same SQLite file — is seen within this (a
+ * holder's expiry is waited for exactly).
  */
 const RECHECK_MS = 1000
 
@@ -49,32 +50,32 @@ export class Leases extends Effect.Service<Leases>()("sophia/Leases", {
     const die = dieOnInfra
 
     /**
-     * `wait_s`: park first (so no release slips between an attempt and the wait), try, and while refused
-     * `lease_conflict` wait for a lease of the project to end (any daemon), the earliest holder's expiry, or
-     * `RECHECK_MS`, then try again; at the deadline the last refusal stands. Ends early, never late; a
-     * connection revoked meanwhile ends it `unauthenticated`.
+     * `wait_s`: a long poll of Wakeups (kind `lease`: counted in the connection's long-poll cap, ended
+     * `unauthenticated` the moment its connection's revocation is heard). Its read is one attempt; while refused
+     * `lease_conflict` it waits for a lease of the project to end or a connection of the user to be revoked (any
+     * daemon), the earliest holder's expiry, or `RECHECK_MS`, then tries again; at the deadline the last refusal
+     * stands. Each poll is its own group: an attempt is a write, never shared.
      */
-    const longPoll = (caller: Caller, input: LeaseAcquireInput, once: ReturnType<typeof attempt>, waitS: number) =>
+    const longPoll = (caller: Caller, input: LeaseAcquireInput, waitS: number) =>
       Effect.gen(function*() {
-        const deadline = (yield* Clock.currentTimeMillis) + Math.round(waitS * 1000)
+        const now = yield* Clock.currentTimeMillis
         const project = input.project ?? DEFAULT_PROJECT
-        const freed = (e: DomainEvent) =>
-          e._tag === "LeaseChanged" && e.project === project && e.change !== "granted" && e.change !== "renewed"
-        while (true) {
-          const done = yield* Effect.scoped(Effect.gen(function*() {
-            const woken = yield* wakeups.park(caller.userId, freed)
-            if (wakeups.isRevoked(caller.connectionId)) return yield* new Unauthenticated()
-            const tried = yield* Effect.either(once)
-            if (Either.isRight(tried)) return Option.some(tried.right)
-            const now = yield* Clock.currentTimeMillis
-            if (tried.left._tag !== "LeaseConflict" || now >= deadline) return yield* Effect.fail(tried.left)
-            const expiries = tried.left.holders.map((h) => Date.parse(h.expires_at) + 1)
-            const next = Math.min(deadline, now + RECHECK_MS, ...expiries)
-            yield* Effect.timeoutOption(woken, Duration.millis(Math.max(1, next - now)))
-            return Option.none<LeaseGrant>()
-          }))
-          if (Option.isSome(done)) return done.value
-        }
+        const tried = yield* wakeups.poll("lease", {
+          owner: caller,
+          key: `lease:${randomUUID()}`,
+          matches: (e: DomainEvent) =>
+            (e._tag === "LeaseChanged" && e.project === project && e.change !== "granted" && e.change !== "renewed") ||
+            (e._tag === "ConnectionRevoked" && e.connection_id !== caller.connectionId),
+          sharing: "consumed",
+          deadline: now + Math.round(waitS * 1000),
+          read: Effect.either(attempt(caller, input)),
+          found: (r) => Either.isRight(r) || r.left._tag !== "LeaseConflict",
+          readAgainAt: (r, at) =>
+            Either.isLeft(r) && r.left._tag === "LeaseConflict"
+              ? Math.min(at + RECHECK_MS, ...r.left.holders.map((h) => Date.parse(h.expires_at) + 1))
+              : at + RECHECK_MS
+        })
+        return yield* tried
       })
 
     const attempt = (caller: Caller, input: LeaseAcquireInput) => die(events.transaction(tryAcquire(caller, input)))
@@ -82,7 +83,7 @@ export class Leases extends Effect.Service<Leases>()("sophia/Leases", {
     /** `sophia.lease_acquire`: granted whole, or refused `lease_conflict` naming every live holder; `wait_s` waits. */
     const acquire = spanned("Leases.acquire", (caller: Caller, input: LeaseAcquireInput) => {
       const waitS = input.wait_s ?? 0
-      return waitS > 0 ? longPoll(caller, input, attempt(caller, input), waitS) : attempt(caller, input)
+      return waitS > 0 ? longPoll(caller, input, waitS) : attempt(caller, input)
     })
 
     /** `sophia.lease_renew`. */

@@ -20,12 +20,15 @@ export const APPROVAL_POLLS_PER_CONNECTION = 8
 /** Reads made on wake-ups at once, across the daemon (each further one waits its turn there). */
 const WAKE_READS_AT_ONCE = 2
 
-/** Which cap a poll counts against: `coordination_inbox` with `wait_s`, or a wait for an approval's decision. */
-export type PollKind = "inbox" | "approval"
+/**
+ * Which kind of poll it is: `coordination_inbox` with `wait_s` and `lease_acquire` with `wait_s` count against
+ * the long-poll cap, a wait for an approval's decision against the approval cap.
+ */
+export type PollKind = "inbox" | "lease" | "approval"
 
 /**
- * Wake-ups for long polls (`coordination_inbox` with `wait_s`, `approval_status` with `wait_s`, a gated call
- * waiting for its decision), resource subscriptions and MCP sessions. It owns no table and reads nothing: a
+ * Wake-ups for long polls (`coordination_inbox` with `wait_s`, `lease_acquire` with `wait_s`, `approval_status`
+ * with `wait_s`, a gated call waiting for its decision), resource subscriptions and MCP sessions. It owns no table and reads nothing: a
  * poll re-reads through the service that owns the data, this service says when.
  *
  * - Polls park in groups, one per connection and read (`wakeups/Groups.ts`): an event wakes a group once, one
@@ -33,7 +36,7 @@ export type PollKind = "inbox" | "approval"
  *   nothing new; a read that consumed nothing is returned by all). Reads on wake-ups take one of
  *   `WAKE_READS_AT_ONCE` turns, so a post that wakes many connections does not queue all their reads in front
  *   of other users' calls.
- * - Each connection holds at most `SOPHIA_LONG_POLLS_PER_CONNECTION` parked inbox polls and
+ * - Each connection holds at most `SOPHIA_LONG_POLLS_PER_CONNECTION` parked inbox and lease polls together and
  *   `SOPHIA_APPROVAL_POLLS_PER_CONNECTION` parked approval waits (8 each); one more is refused `rate_limited`
  *   (`wakeups/Holds.ts`), the place given back when the poll ends.
  * - A connection's revocation (`ConnectionRevoked`) ends its polls at once (`Unauthenticated`), drops its
@@ -51,13 +54,15 @@ export class Wakeups extends Effect.Service<Wakeups>()("sophia/Wakeups", {
       Config.withDefault(APPROVAL_POLLS_PER_CONNECTION),
       Effect.orDie
     )
+    const long = makeHolds({
+      what: "parked long polls (coordination_inbox or lease_acquire with wait_s)",
+      limit: Math.max(1, longPolls),
+      setting: LONG_POLLS_SETTING,
+      hint: "wait for one of this connection's long polls to return (each ends by its wait_s), or call without wait_s"
+    })
     const holds = {
-      inbox: makeHolds({
-        what: "parked long polls (coordination_inbox with wait_s)",
-        limit: Math.max(1, longPolls),
-        setting: LONG_POLLS_SETTING,
-        hint: "wait for one of this connection's long polls to return (each ends by its wait_s), or read without wait_s"
-      }),
+      inbox: long,
+      lease: long,
       approval: makeHolds({
         what: "parked approval waits (approval_status with wait_s)",
         limit: Math.max(1, approvalPolls),
@@ -133,7 +138,6 @@ export class Wakeups extends Effect.Service<Wakeups>()("sophia/Wakeups", {
 
     return {
       poll,
-      park: watchers.park,
       watch: watchers.watch,
       revocation: revocations.revocation,
       whenHeld,

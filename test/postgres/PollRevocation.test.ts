@@ -4,7 +4,8 @@
  * tells nobody. A poll parked on daemon B answers `unauthenticated` when A revokes its connection (NOTIFY) and
  * when the CLI does (B finds it by looking, `ForeignWrites`); an approval wait on B wakes on the CLI's
  * decision; the pending-approvals cap holds exactly with two daemons asking at once; a post on A wakes one
- * read on B for the parked polls of one connection. Runs in the vitest `postgres` project only.
+ * read on B for the parked polls of one connection. A `lease_acquire` long poll parked on B (issue 30) ends
+ * `unauthenticated` on a revocation through A or the CLI, and is granted when A's holder releases. Runs in the vitest `postgres` project only.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, ManagedRuntime } from "effect"
@@ -106,6 +107,51 @@ describe("long polls across daemons (Postgres)", () => {
       await sleep(200)
       assert.strictEqual((await stats(b)).wokenReads - before, 1)
       assert.strictEqual((await stats(b)).waiting, 7)
+    } finally {
+      await Promise.all([a.dispose(), b.dispose(), cli.dispose()])
+      await admin(`DROP SCHEMA IF EXISTS ${schema} CASCADE`)
+    }
+  }, 120_000)
+
+  it("lease_acquire long polls on B: ended unauthenticated by a revocation through A or the CLI, granted by a release on A", async () => {
+    const schema = `t_${randomUUID().replaceAll("-", "")}`
+    await admin(`CREATE SCHEMA ${schema}`)
+    const url = withSearchPath(PG_BASE, schema)
+    const a = daemon(url)
+    const b = daemon(url)
+    const cli = cliApp(url)
+    try {
+      await a.runPromise(Effect.void)
+      await b.runPromise(Effect.void)
+      const holder = await mint(a, a, "holder")
+      const held = await call(a, holder, "sophia.lease_acquire", { resources: ["slot:deploy"], reason: "deploying" })
+      assert.isString(held.lease_id, JSON.stringify(held))
+
+      // revoked through daemon A while its lease poll is parked on B: over NOTIFY, not at its deadline
+      const viaA = await mint(a, b, "lease-revoked-on-a")
+      const pollA = call(b, viaA, "sophia.lease_acquire", { resources: ["slot:deploy"], reason: "next", wait_s: 60 })
+      await untilWaiting(b, 1)
+      await a.runPromise(Effect.flatMap(Auth, (auth) => auth.revoke("lease-revoked-on-a")))
+      const endedA = await within(pollA, 15_000, "the lease poll on B")
+      assert.strictEqual(endedA.error?.code, "unauthenticated", JSON.stringify(endedA))
+      await untilWaiting(b, 0)
+
+      // revoked by the CLI (no NOTIFY): B finds it by looking, since the poll holds its connection
+      const viaCli = await mint(a, b, "lease-revoked-by-cli")
+      const pollCli = call(b, viaCli, "sophia.lease_acquire", { resources: ["slot:deploy"], reason: "next", wait_s: 60 })
+      await untilWaiting(b, 1)
+      await cli.runPromise(Effect.flatMap(Auth, (auth) => auth.revoke("lease-revoked-by-cli")))
+      const endedCli = await within(pollCli, 15_000, "the lease poll on B after the CLI's revocation")
+      assert.strictEqual(endedCli.error?.code, "unauthenticated", JSON.stringify(endedCli))
+      await untilWaiting(b, 0)
+
+      // the holder releases on A: the poll on B is granted
+      const next = await mint(a, b, "next")
+      const waiting = call(b, next, "sophia.lease_acquire", { resources: ["slot:deploy"], reason: "next", wait_s: 60 })
+      await untilWaiting(b, 1)
+      assert.strictEqual((await call(a, holder, "sophia.lease_release", { lease_id: held.lease_id })).status, "released")
+      const granted = await within(waiting, 15_000, "the lease poll on B after the release on A")
+      assert.isString(granted.lease_id, JSON.stringify(granted))
     } finally {
       await Promise.all([a.dispose(), b.dispose(), cli.dispose()])
       await admin(`DROP SCHEMA IF EXISTS ${schema} CASCADE`)

@@ -31,6 +31,12 @@ export interface PollSpec<A, E> {
   /** the read has something to return */
   readonly found: (a: A) => boolean
   readonly more?: ((a: A) => boolean) | undefined
+  /**
+   * When to read again with no event (epoch ms, given what the last read found and the time): what can change
+   * without a committed event heard here — a lease past its expiry, a holder gone silent. Absent: only events
+   * and the deadline.
+   */
+  readonly readAgainAt?: ((a: A, now: number) => number) | undefined
 }
 
 /** What a waiting poll is told. */
@@ -40,6 +46,8 @@ type Signal =
   /** another poll of the group read this for you */
   | { readonly _tag: "Found"; readonly value: unknown }
   | { readonly _tag: "Revoked" }
+  /** the poll's own time to read again came (`PollSpec.readAgainAt`) */
+  | { readonly _tag: "Again" }
   | { readonly _tag: "Deadline" }
 
 interface Member {
@@ -162,18 +170,20 @@ const readAs = <A, E>(
 }
 
 /**
- * Wait for a signal until the deadline: in the group's waiting line (which may make this poll the reader at
- * once), told `Deadline` by a timer if nothing came first — exactly one signal either way. `kicked`: a woken
- * read started (counted).
+ * Wait for a signal until the deadline, or `again` when that comes first: in the group's waiting line (which
+ * may make this poll the reader at once), told `Deadline` (or `Again`) by a timer if nothing came first —
+ * exactly one signal either way. `kicked`: a woken read started (counted).
  */
-const nextSignal = (group: Group, member: Member, deadline: number, kicked: () => void) =>
+const nextSignal = (group: Group, member: Member, deadline: number, again: number, kicked: () => void) =>
   Effect.scoped(Effect.gen(function*() {
     const deferred = yield* Deferred.make<Signal>()
     const now = yield* Clock.currentTimeMillis
     group.waiting.set(member, deferred)
     if (kick(group)) kicked()
-    yield* Effect.forkScoped(Effect.sleep(Math.max(0, deadline - now)).pipe(
-      Effect.zipRight(Effect.sync(() => tell(group, member, { _tag: "Deadline" })))
+    const at = Math.min(deadline, again)
+    const signal: Signal = at < deadline ? { _tag: "Again" } : { _tag: "Deadline" }
+    yield* Effect.forkScoped(Effect.sleep(Math.max(0, at - now)).pipe(
+      Effect.zipRight(Effect.sync(() => tell(group, member, signal)))
     ))
     return yield* Deferred.await(deferred)
   }))
@@ -230,7 +240,8 @@ export const makeGroups = (throttle: Throttle, onHold: () => void) => {
   /**
    * A long poll: park first (so no event can slip between the read and the wait), read, and with nothing to
    * return wait for a signal — a read to make for the group, what another poll of the group found, the
-   * connection's revocation, or the deadline (then one last read). Ends early, never late; interrupted (the
+   * connection's revocation, the poll's own time to read again (`readAgainAt`), or the deadline (then one last
+   * read). Ends early, never late; interrupted (the
    * client went away), its parking is released with it.
    */
   const poll = <A, E>(spec: PollSpec<A, E>): Effect.Effect<A, E | Unauthenticated> =>
@@ -241,8 +252,10 @@ export const makeGroups = (throttle: Throttle, onHold: () => void) => {
       let a = yield* readNow(false)
       while (true) {
         if (group.revoked) return yield* new Unauthenticated()
-        if (spec.found(a) || (yield* Clock.currentTimeMillis) >= spec.deadline) return a
-        const signal = yield* nextSignal(group, member, spec.deadline, () => wokenReads++)
+        const now = yield* Clock.currentTimeMillis
+        if (spec.found(a) || now >= spec.deadline) return a
+        const again = spec.readAgainAt === undefined ? spec.deadline : spec.readAgainAt(a, now)
+        const signal = yield* nextSignal(group, member, spec.deadline, again, () => wokenReads++)
         switch (signal._tag) {
           case "Revoked":
             return yield* new Unauthenticated()
@@ -250,6 +263,9 @@ export const makeGroups = (throttle: Throttle, onHold: () => void) => {
             return signal.value as A
           case "Read":
             a = yield* readNow(true)
+            break
+          case "Again":
+            a = yield* readNow(false)
             break
           case "Deadline":
             a = yield* readNow(false)

@@ -11,8 +11,8 @@ interface Watcher {
 }
 
 /**
- * Resource subscriptions (`watch`) and bare wake-ups (`park`): told of every matching event of their user, a
- * revoked connection's never again (`drop`, and `isRevoked` asked on each event).
+ * Resource subscriptions (`watch`): told of every matching event of their user, a revoked connection's never
+ * again (`drop`, and `isRevoked` asked on each event).
  */
 export const makeWatchers = (isRevoked: (connectionId: string) => boolean, onHold: () => void) => {
   const byUser = new Map<string, Set<Watcher>>()
@@ -41,17 +41,6 @@ export const makeWatchers = (isRevoked: (connectionId: string) => boolean, onHol
       (watcher) => Effect.sync(() => remove(owner.userId, watcher))
     ).pipe(Effect.asVoid)
 
-  /**
-   * Register interest until the scope closes; the returned effect completes at the first matching event of
-   * the user. A bare wake-up, neither capped, grouped nor ended by a revocation: a long poll uses `Wakeups.poll`.
-   */
-  const park = (userId: string, matches: (event: DomainEvent) => boolean): Effect.Effect<Effect.Effect<void>, never, Scope.Scope> =>
-    Effect.flatMap(Deferred.make<void>(), (woken) =>
-      Effect.as(
-        watch({ userId, connectionId: "" }, matches, () => Deferred.unsafeDone(woken, Exit.void)),
-        Deferred.await(woken)
-      ))
-
   const notify = (event: DomainEvent) => {
     const set = byUser.get(event.user_id)
     if (!set) return
@@ -72,7 +61,7 @@ export const makeWatchers = (isRevoked: (connectionId: string) => boolean, onHol
     }
   }
 
-  return { watch, park, notify, drop, connections, count: () => count } as const
+  return { watch, notify, drop, connections, count: () => count } as const
 }
 
 /** How long a revocation is remembered: a revoked bearer is refused at the door, only work already going matters. */
