@@ -6,12 +6,14 @@ import * as path from "node:path"
 import type { Caller } from "../src/domain/Auth.js"
 import { DEFAULT_COORDINATION_LIMITS } from "../src/domain/Coordination.js"
 import type { DomainEvent } from "../src/domain/Events.js"
+import { WaitCycle } from "../src/domain/Waits.js"
 import { makeCore, makeServices } from "../src/layers/App.js"
 import { sqliteClient } from "../src/layers/Sql.js"
 import { runMigrations } from "../src/layers/Migrations.js"
 import { Dispatcher } from "../src/mcp/Dispatch.js"
 import { Coordination } from "../src/services/Coordination.js"
 import { Events } from "../src/services/Events.js"
+import { Leases } from "../src/services/Leases.js"
 import { Ledger } from "../src/services/Ledger.js"
 import { Waits } from "../src/services/Waits.js"
 import { connect } from "./support/Fixtures.js"
@@ -200,6 +202,7 @@ describe("domain events", () => {
         ["ConnectionRevoked", "Waits.onConnectionRevoked", "atomic"],
         ["ConnectionRevoked", "Ledger.observeRevocation", "isolated"],
         ["LeaseChanged", "Waits.onLeaseChanged", "atomic"],
+        ["LeaseChanged", "Waits.onLeaseGranted", "refusing"],
         ["WaitResolved", "Ledger.observeWait", "isolated"]
       ])
     }).pipe(Effect.provide(App)))
@@ -254,6 +257,31 @@ describe("domain events", () => {
       assert.strictEqual(receipt.channel_seq, 1)
       const inbox = yield* coordination.inbox(a, { channel: "c", peek: true, unread_only: false } as any)
       assert.deepStrictEqual(inbox.posts.map((p) => [p.body, p.agent_name]), [["stands", "a"]])
+    }).pipe(Effect.provide(App)))
+
+  it.effect("a refusing subscriber's refusal is the write's refusal (publishOrRefuse), its own writes and the write's undone", () =>
+    Effect.gen(function*() {
+      const events = yield* Events
+      const leases = yield* Leases
+      const sql = yield* SqlClient.SqlClient
+      const { caller: a } = yield* connect("a")
+      yield* events.subscribe({
+        on: "LeaseChanged",
+        name: "test.refusing",
+        policy: "refusing",
+        when: (e) => e.change === "granted",
+        handle: (e) =>
+          sql`UPDATE connections SET name = 'renamed' WHERE id = ${e.connection_id}`.pipe(
+            Effect.orDie,
+            Effect.zipRight(Effect.fail(new WaitCycle({ cycle: [], resources: e.resources })))
+          )
+      })
+      const before = yield* Effect.all([count("leases"), count("lease_holds")])
+      const refused = yield* Effect.flip(leases.acquire(a, { resources: ["path:src/**"], reason: "r" }))
+      assert.strictEqual(refused._tag, "WaitCycle")
+      assert.deepStrictEqual(yield* Effect.all([count("leases"), count("lease_holds")]), before)
+      const [row] = yield* sql<{ name: string }>`SELECT name FROM connections WHERE id = ${a.connectionId}`
+      assert.strictEqual(row.name, "a")
     }).pipe(Effect.provide(App)))
 
   it.scoped("listeners hear committed events only, after the commit", () =>

@@ -1,7 +1,8 @@
 /**
  * `lease_free` waits over the real store (SQLite here, Postgres in the `postgres` project): satisfied when the
  * resource could be granted (on a release, an expiry, a revoked holder), at once when it already could; edges
- * to the holders in the wait graph, so a cycle through a lease is refused `wait_cycle`.
+ * to the holders in the wait graph, so a cycle through a lease is refused `wait_cycle` — a wait that would close
+ * one, and a grant that would (test/postgres/GrantCycles.test.ts races the two across daemons).
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, TestClock } from "effect"
@@ -95,6 +96,35 @@ describe("lease_free waits", () => {
       assert.strictEqual(back.error?.code, "wait_cycle", JSON.stringify(back))
       // and the refused waits left nothing
       assert.lengthOf((yield* ok(d, "sophia.wait_graph")).edges, 2)
+    }).pipe(Effect.provide(SophiaTest)))
+
+  it.effect("a grant that would close a cycle through a lease_free wait is refused wait_cycle, whole; granted once the holder stops waiting", () =>
+    Effect.gen(function*() {
+      const { caller: z } = yield* connect("z")
+      const { caller: w } = yield* connect("w")
+      const { caller: x } = yield* connect("x")
+      yield* acquire(z, { resources: ["path:lib/**"], mode: "shared" })
+      yield* acquire(w, { resources: ["path:app/**"] })
+      // w waits for lib (z holds it shared); x waits for app (w holds it): x → w, w → z, no cycle yet
+      yield* waitFree(w, "path:lib/a.ts")
+      const xWaits = yield* waitFree(x, "path:app/x.ts")
+      // x taking lib shared would make w wait on x while x waits on w
+      const refused = yield* call(x, "sophia.lease_acquire", { resources: ["path:lib/**", "slot:other"], mode: "shared", reason: "r" })
+      assert.strictEqual(refused.error?.code, "wait_cycle", JSON.stringify(refused))
+      assert.deepStrictEqual(refused.error.cycle.map((c: any) => c.agent_name), ["x", "w", "x"])
+      assert.deepStrictEqual(refused.error.resources, ["path:lib/**", "slot:other"])
+      assert.include(refused.error.message, "granting path:lib/**")
+      assert.include(refused.error.hint, "cancel_wait")
+      // nothing was written: no lease of x, the graph as it was
+      assert.deepStrictEqual((yield* ok(x, "sophia.leases", { mine: true })).leases, [])
+      const graph = yield* ok(x, "sophia.wait_graph")
+      assert.deepStrictEqual(graph.cycles, [])
+      assert.sameMembers(graph.edges.map((e: any) => `${e.waiter.agent_name}>${e.on.agent_name}`), ["w>z", "x>w"])
+      // a lease nobody waits for is granted to x meanwhile; after x cancels its wait, lib is granted too
+      yield* acquire(x, { resources: ["path:docs/**"] })
+      yield* ok(x, "sophia.cancel_wait", { wait_id: xWaits.wait_id })
+      yield* acquire(x, { resources: ["path:lib/**"], mode: "shared" })
+      assert.sameMembers((yield* ok(x, "sophia.wait_graph")).edges.map((e: any) => `${e.waiter.agent_name}>${e.on.agent_name}`), ["w>z", "w>x"])
     }).pipe(Effect.provide(SophiaTest)))
 
   it.effect("a revoked holder frees the wait (its lease is orphaned), and so does an expiry ended by the sweep (TestClock)", () =>

@@ -1,4 +1,5 @@
 import { Schema } from "effect"
+import type { WaitCycle } from "./Waits.js"
 
 /**
  * Domain events: what a write witnessed, published by the service that made the write, inside that
@@ -121,3 +122,12 @@ export const DomainEvent = Schema.Union(
 export type DomainEvent = typeof DomainEvent.Type
 export type DomainEventTag = DomainEvent["_tag"]
 export type DomainEventOf<T extends DomainEventTag> = Extract<DomainEvent, { readonly _tag: T }>
+
+/**
+ * What a `refusing` subscriber may refuse a write with, by the event it hears (services/Events.ts): a lease
+ * granted whose new holder waits, directly or not, on a waiter the lease now stands in the way of.
+ */
+export interface EventRefusals {
+  readonly LeaseChanged: WaitCycle
+}
+export type RefusalOf<T extends DomainEventTag> = T extends keyof EventRefusals ? EventRefusals[T] : never

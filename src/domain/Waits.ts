@@ -129,11 +129,20 @@ export const WaitGraphResult = Schema.Struct({
 })
 export type WaitGraphResult = typeof WaitGraphResult.Type
 
+/**
+ * A wait — or a lease (`resources`: what it asked) whose grant would make a waiter wait on its holder — that
+ * would close a cycle of waits: the cycle, its first connection the caller.
+ */
 export class WaitCycle extends Schema.TaggedError<WaitCycle>()("WaitCycle", {
-  cycle: Schema.Array(ConnectionRef)
+  cycle: Schema.Array(ConnectionRef),
+  resources: Schema.optional(Schema.Array(Schema.String)),
+  hint: Schema.optional(Schema.String)
 }) {
   override get message() {
-    return `this wait would close a cycle: ${this.cycle.map((c) => `${c.agent_name} [${c.connection_short}]`).join(" → ")}`
+    const path = this.cycle.map((c) => `${c.agent_name} [${c.connection_short}]`).join(" → ")
+    return this.resources === undefined
+      ? `this wait would close a cycle: ${path}`
+      : `granting ${this.resources.join(", ")} would close a cycle of waits: ${path}`
   }
 }
 

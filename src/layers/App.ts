@@ -102,6 +102,14 @@ export const EventWiring = Layer.effectDiscard(Effect.gen(function*() {
     when: (e) => e.change !== "granted" && e.change !== "renewed",
     handle: waits.onLeaseChanged
   })
+  // a grant that would close a cycle of waits is refused (wait_cycle) and rolls back
+  yield* events.subscribe({
+    on: "LeaseChanged",
+    name: "Waits.onLeaseGranted",
+    policy: "refusing",
+    when: (e) => e.change === "granted",
+    handle: waits.onLeaseGranted
+  })
   yield* events.subscribe({
     on: "WaitResolved",
     name: "Ledger.observeWait",

@@ -1,7 +1,7 @@
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, FiberRef, PubSub, type Queue, type Scope } from "effect"
-import type { DomainEvent, DomainEventOf, DomainEventTag } from "../domain/Events.js"
+import type { DomainEvent, DomainEventOf, DomainEventTag, RefusalOf } from "../domain/Events.js"
 
 /**
  * What a subscriber's failure does to the write that published the event. Every subscription names
@@ -15,6 +15,12 @@ export type SubscriberPolicy =
    * the write that published the event stands
    */
   | "isolated"
+  /**
+   * as `atomic`, and the subscriber may refuse the write: its failure — a refusal the event allows
+   * (`RefusalOf`, domain/Events.ts) — rolls the write back and is the write's refusal, when the write
+   * published with `publishOrRefuse`; published with `publish`, a refusal is a defect like any failure
+   */
+  | "refusing"
 
 export interface Subscription<T extends DomainEventTag> {
   readonly on: T
@@ -45,8 +51,10 @@ export class Events extends Effect.Service<Events>()("sophia/Events", {
     // the events of the transaction this fiber is in (undefined: not inside `transaction`)
     const pending = yield* FiberRef.make<Array<DomainEvent> | undefined>(undefined)
 
-    const runSubscriber = (subscription: Subscription<any>, event: DomainEvent) =>
-      subscription.policy === "atomic"
+    const runSubscriber = (subscription: Subscription<any>, event: DomainEvent): Effect.Effect<void, unknown> =>
+      subscription.policy === "refusing"
+        ? subscription.handle(event)
+        : subscription.policy === "atomic"
         ? Effect.orDie(subscription.handle(event))
         : sql.withTransaction(subscription.handle(event)).pipe(
           Effect.catchAllCause((cause) =>
@@ -57,8 +65,7 @@ export class Events extends Effect.Service<Events>()("sophia/Events", {
           )
         )
 
-    /** Publish an event of the current write: run its subscribers now, tell listeners after commit. */
-    const publish = (event: DomainEvent): Effect.Effect<void> =>
+    const run = (event: DomainEvent): Effect.Effect<void, unknown> =>
       Effect.gen(function*() {
         for (const subscription of subscriptions.get(event._tag) ?? []) {
           if (subscription.when === undefined || subscription.when(event)) yield* runSubscriber(subscription, event)
@@ -67,6 +74,16 @@ export class Events extends Effect.Service<Events>()("sophia/Events", {
         if (buffer !== undefined) buffer.push(event)
         else yield* PubSub.publish(committed, event)
       })
+
+    /** Publish an event of the current write: run its subscribers now, tell listeners after commit. */
+    const publish = (event: DomainEvent): Effect.Effect<void> => Effect.orDie(run(event))
+
+    /**
+     * `publish`, for a write its `refusing` subscribers may refuse: their refusal fails this effect (the write's
+     * transaction then rolls back, and its events are never heard).
+     */
+    const publishOrRefuse = <E extends DomainEvent>(event: E): Effect.Effect<void, RefusalOf<E["_tag"]>> =>
+      run(event) as Effect.Effect<void, RefusalOf<E["_tag"]>>
 
     /**
      * `sql.withTransaction` for a write that publishes: nested calls become savepoints whose events join
@@ -109,6 +126,6 @@ export class Events extends Effect.Service<Events>()("sophia/Events", {
      */
     const deliver = (event: DomainEvent): Effect.Effect<void> => Effect.asVoid(PubSub.publish(committed, event))
 
-    return { publish, transaction, subscribe, wiring, listen, deliver } as const
+    return { publish, publishOrRefuse, transaction, subscribe, wiring, listen, deliver } as const
   })
 }) {}

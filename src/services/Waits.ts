@@ -1,8 +1,10 @@
 import { Effect } from "effect"
 import { makeDeclaration } from "./waits/Declaration.js"
+import { makeGrantCycles } from "./waits/GrantCycles.js"
 import { makeGraph } from "./waits/Graph.js"
 import { makeHandlers } from "./waits/Handlers.js"
 import { makeLeaseWaits } from "./waits/LeaseWaits.js"
+import { makeRecording } from "./waits/Recording.js"
 import { makeResolutions } from "./waits/Resolutions.js"
 import { makeSignals } from "./waits/Signals.js"
 import { makeSweep } from "./waits/Sweep.js"
@@ -18,7 +20,8 @@ export { findCycles } from "./waits/Cycles.js"
  * at the deadline), and (4) by the sweep, which marks overdue waits `unsatisfied`. A `lease_free` wait
  * (`LeaseWaits`) is checked instead inside the transaction of every lease that ends (`onLeaseChanged`,
  * subscribed to `LeaseChanged`) and every revocation, at declaration and by the sweep; its edges in the
- * graph run to the live holders in its way, asked of Leases. Every resolution is
+ * graph run to the live holders in its way, asked of Leases, and a grant that would close a cycle through them
+ * is refused (`onLeaseGranted`, the refusing subscriber of a granted `LeaseChanged`). Every resolution is
  * one conditional update `... WHERE status = 'open'`, so a wait resolves exactly once whichever daemon,
  * sweep or post gets there first, and publishes `WaitResolved` in the same transaction. `satisfied`
  * always names the post that satisfied it and its author.
@@ -26,13 +29,15 @@ export { findCycles } from "./waits/Cycles.js"
  * One job a file, under waits/: declaring and cancelling (`Declaration`), how a wait resolves
  * (`Resolutions`), the event handlers (`Handlers`), the sweep (`Sweep`), the envelope's signals and their
  * delivery (`Signals`), the graph with its cycles, orphans and counts (`Graph`, `Cycles`), waits on leases
- * (`LeaseWaits`).
+ * (`LeaseWaits`), grants that would close a cycle (`GrantCycles`).
  */
 export class Waits extends Effect.Service<Waits>()("sophia/Waits", {
   effect: Effect.gen(function*() {
     const resolutions = yield* makeResolutions
     const leaseWaits = yield* makeLeaseWaits(resolutions)
-    const { cancel, declare } = yield* makeDeclaration(resolutions, leaseWaits)
+    const recording = yield* makeRecording(leaseWaits)
+    const { cancel, declare } = yield* makeDeclaration(resolutions, leaseWaits, recording)
+    const { onLeaseGranted } = yield* makeGrantCycles(recording)
     const { onConnectionRevoked, onPostLanded } = yield* makeHandlers(resolutions, leaseWaits)
     const { sweep } = yield* makeSweep(resolutions, leaseWaits)
     const { graph, countOpen, countOrphaned, openCountsByWaiter } = yield* makeGraph(leaseWaits)
@@ -50,7 +55,8 @@ export class Waits extends Effect.Service<Waits>()("sophia/Waits", {
       countOrphaned,
       onPostLanded,
       onConnectionRevoked,
-      onLeaseChanged: leaseWaits.onLeaseChanged
+      onLeaseChanged: leaseWaits.onLeaseChanged,
+      onLeaseGranted
     } as const
   })
 }) {}

@@ -9,14 +9,16 @@ import { ancestorKeys, baseKey, parseResource } from "../../domain/LeaseGlobs.js
 import type { LeaseAcquireInput, LeaseGrant, LeaseMode, LeaseTakeover } from "../../domain/Leases.js"
 import { DEFAULT_PROJECT, LEASE_TTL_DEFAULT_S, LeaseConflict } from "../../domain/Leases.js"
 import type { Events } from "../Events.js"
-import { serialize } from "../store/Locking.js"
+import { LEASES_LOCK, serialize } from "../store/Locking.js"
 import type { Conflicts } from "./Conflicts.js"
 import type { HoldInsert, HoldRow, LeaseStore, PrefixInsert } from "./Store.js"
 
 /**
  * Granting a lease: all or nothing, race-free across daemons. The decision over one project is serialized
  * (`serialize` on `leases/<user>/<project>`: an advisory lock on Postgres, the single writer on SQLite), so of
- * two writers asking for the same resource one decides first and the other sees its holds. A lease whose only
+ * two writers asking for the same resource one decides first and the other sees its holds. A grant that would
+ * close a cycle of waits (a waiter it stands in the way of is waited on, directly or not, by its holder) is
+ * refused `WaitCycle` by Waits, the refusing subscriber of the granted `LeaseChanged`, and rolls back whole. A lease whose only
  * obstacles are orphaned leases (their holders revoked or silent) takes them over — they end, recorded in
  * `lease_takeovers` with the previous holder, why and since when — and is granted.
  */
@@ -127,7 +129,8 @@ export const makeGrants = (deps: {
       }
       yield* store.insertHolds(holds)
       if (prefixes.length > 0) yield* store.insertPrefixes(prefixes)
-      yield* events.publish(
+      // its refusing subscriber (Waits) refuses a grant that would close a cycle of waits
+      yield* events.publishOrRefuse(
         new LeaseChanged({
           user_id: caller.userId,
           lease_id: id,
@@ -152,7 +155,7 @@ export const makeGrants = (deps: {
       if (input.capacity !== undefined && slots.length === 0) {
         return yield* new ValidationError({ detail: "capacity: only for slot: resources" })
       }
-      yield* serialize(sql, `leases/${caller.userId}/${project}`)
+      yield* serialize(sql, LEASES_LOCK(caller.userId, project))
       const { asked, decision, gone, now } = yield* conflicts.inTheWay(caller, project, resources, mode, input.capacity)
       for (const a of asked) {
         if (a.fixed !== undefined && input.capacity !== undefined && a.fixed !== input.capacity) {

@@ -16,6 +16,15 @@ import { Effect } from "effect"
  * the transaction's commit or rollback, never held across transactions.
  */
 
+/**
+ * The keys `serialize` takes that more than one service decides under, and their order. A transaction that
+ * takes both takes `LEASES_LOCK` first, `WAIT_GRAPH_LOCK` second (a grant, whose cycle check follows its
+ * decision); none takes a lease lock while it holds the wait-graph lock (a declaration takes the wait-graph
+ * lock only). One order, so two transactions can never each hold the lock the other waits for.
+ */
+export const LEASES_LOCK = (userId: string, project: string) => `leases/${userId}/${project}`
+export const WAIT_GRAPH_LOCK = (userId: string) => `wait-graph/${userId}`
+
 /** Whether writers of this store run concurrently (Postgres), so a read inside a write may be raced. */
 export const writersConcurrent = (sql: SqlClient.SqlClient): boolean =>
   sql.onDialectOrElse({ pg: () => true, orElse: () => false })

@@ -11,10 +11,10 @@ import { Auth } from "../Auth.js"
 import { Coordination } from "../Coordination.js"
 import { Events } from "../Events.js"
 import { spanned } from "../Spans.js"
-import { serialize } from "../store/Locking.js"
+import { serialize, WAIT_GRAPH_LOCK } from "../store/Locking.js"
 import { makeStatements } from "../store/Statements.js"
 import type { makeLeaseWaits } from "./LeaseWaits.js"
-import { makeRecording } from "./Recording.js"
+import type { makeRecording } from "./Recording.js"
 import type { makeResolutions } from "./Resolutions.js"
 import { satisfiedHow } from "./Resolutions.js"
 
@@ -45,7 +45,8 @@ const makeDeclarationStatements = Effect.gen(function*() {
 
 export const makeDeclaration = (
   resolutions: Effect.Effect.Success<typeof makeResolutions>,
-  leaseWaits: Effect.Effect.Success<ReturnType<typeof makeLeaseWaits>>
+  leaseWaits: Effect.Effect.Success<ReturnType<typeof makeLeaseWaits>>,
+  recording: Effect.Effect.Success<ReturnType<typeof makeRecording>>
 ) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -53,7 +54,7 @@ export const makeDeclaration = (
     const coordination = yield* Coordination
     const events = yield* Events
     const { findWait, cancelOpen } = yield* makeDeclarationStatements
-    const { boundOf, record, refuseCycles, resultOf } = yield* makeRecording(leaseWaits)
+    const { boundOf, record, refuseCycles, resultOf } = recording
 
     /** A wait on posts (`post_exists`, `seq_reached`): on one connection, satisfied by a post the system can name. */
     const declarePosts = (caller: Caller, input: DeclareWaitInput, predicate: PostExists | SeqReached) =>
@@ -65,7 +66,7 @@ export const makeDeclaration = (
           : undefined
         // The cycle check and the insert are one decision over the user's whole wait graph: serialized per
         // user (advisory lock, store/Locking.ts), so two waits that together close a cycle cannot both pass it.
-        yield* serialize(sql, `wait-graph/${caller.userId}`)
+        yield* serialize(sql, WAIT_GRAPH_LOCK(caller.userId))
         yield* refuseCycles(caller, [on.connection_id])
         const now = yield* Clock.currentTimeMillis
         const bound = boundOf(input, now)
@@ -124,7 +125,7 @@ export const makeDeclaration = (
         const parsed = parseResource(predicate.resource)
         if (typeof parsed === "string") return yield* new ValidationError({ detail: `predicate.resource: ${parsed}` })
         const stored: LeaseFree = { ...predicate, resource: parsed.resource, project: predicate.project ?? DEFAULT_PROJECT }
-        yield* serialize(sql, `wait-graph/${caller.userId}`)
+        yield* serialize(sql, WAIT_GRAPH_LOCK(caller.userId))
         const holders = yield* leaseWaits.holders(caller.userId, caller.connectionId, stored)
         const on: ConnectionInfo = input.on !== undefined
           ? yield* auth.resolve(caller.userId, input.on)

@@ -59,22 +59,33 @@ export const makeRecording = (leaseWaits: Effect.Effect.Success<ReturnType<typeo
     const nameOf = (connectionId: string) =>
       Effect.map(auth.get(connectionId), (info) => info._tag === "Some" ? info.value.name : connectionShort(connectionId))
 
+    /** The user's wait graph as edges, waiter → awaited: the open waits' (a `lease_free` wait's run to the holders in its way now). */
+    const edgesOf = (userId: string) =>
+      Effect.gen(function*() {
+        const posts = yield* Effect.flatMap(openEdges({ userId }), decodeEdges)
+        const leases = yield* leaseWaits.edgesOf(userId)
+        const edges: ReadonlyArray<readonly [string, string]> = [...posts, ...leases.map((e) => [e.waiter, e.on] as const)]
+        return edges
+      })
+
+    /** The refusal naming `cycle` (connection ids, the first repeated at the end); `lease`: a grant's. */
+    const cycleRefusal = (cycle: ReadonlyArray<string>, lease?: { readonly resources: ReadonlyArray<string>; readonly hint: string }) =>
+      Effect.map(
+        Effect.forEach([...cycle, cycle[0]], (id) => Effect.map(nameOf(id), (n) => connectionRef(id, n))),
+        (refs) => new WaitCycle({ cycle: refs, ...(lease ?? {}) })
+      )
+
     /**
-     * Would the caller waiting on each of `targets` close a cycle? The graph's edges are the open waits' (a
-     * `lease_free` wait's run to the holders in its way now). Refuses with the cycle (waiter first).
+     * Would the caller waiting on each of `targets` close a cycle? Refuses with the cycle (waiter first).
      */
     const refuseCycles = (caller: Caller, targets: ReadonlyArray<string>) =>
       Effect.gen(function*() {
         if (targets.length === 0) return
-        const edges = caller.connectionId === targets[0] && targets.length === 1 ? [] : [
-          ...yield* Effect.flatMap(openEdges({ userId: caller.userId }), decodeEdges),
-          ...(yield* leaseWaits.edgesOf(caller.userId)).map((e) => [e.waiter, e.on] as const)
-        ]
+        const edges = caller.connectionId === targets[0] && targets.length === 1 ? [] : yield* edgesOf(caller.userId)
         for (const on of targets) {
           const cycle = cycleThrough(edges, caller.connectionId, on)
           if (cycle === undefined) continue
-          const refs = yield* Effect.forEach([...cycle, caller.connectionId], (id) => Effect.map(nameOf(id), (n) => connectionRef(id, n)))
-          return yield* new WaitCycle({ cycle: refs })
+          return yield* Effect.flip(cycleRefusal(cycle))
         }
       })
 
@@ -143,5 +154,5 @@ export const makeRecording = (leaseWaits: Effect.Effect.Success<ReturnType<typeo
     }
 
 
-    return { refuseCycles, boundOf, record, resultOf } as const
+    return { edgesOf, cycleRefusal, refuseCycles, boundOf, record, resultOf } as const
   })
