@@ -2,8 +2,10 @@
  * The CLI and the daemon as installed: packs the built package, installs the tarball into a temporary
  * app (dependencies from the npm cache, native addons' binaries copied from this checkout), then
  * measures, in the same run:
- *  - `sophia connection list` on an existing database (median of 10) against bare `node -e 0`
- *    (target ≤ 5×), and the same command through tsx on the sources (what the package shipped before);
+ *  - every command against bare `node -e 0` (median of 5 each, interleaved with the baseline so the
+ *    machine's load moves both alike; target ≤ 3× each): the owner's commands on an existing database,
+ *    and the agents' (`hook`, `watch --once`, `guard check`) against a running daemon;
+ *  - the code cache's share: `connection list` with SOPHIA_COMPILE_CACHE=0;
  *  - daemon start (spawn) to the first 200 on /healthz (median of 3);
  *  - the idle daemon's RSS (and its pre-spawned sandbox children's) 3 s after it is ready.
  */
@@ -21,10 +23,13 @@ const must = (r: ReturnType<typeof spawnSync>, what: string) => {
   return r
 }
 
-const timeRun = (args: ReadonlyArray<string>, cwd: string) => {
+const timeRun = (args: ReadonlyArray<string>, cwd: string, extra: { env?: Record<string, string>; input?: string } = {}) => {
   const t0 = performance.now()
-  must(spawnSync(process.execPath, args, { cwd, encoding: "utf8", env: { ...process.env, SOPHIA_DATABASE_URL: "" } }), args.join(" "))
-  return performance.now() - t0
+  const r = must(
+    spawnSync(process.execPath, args, { cwd, encoding: "utf8", input: extra.input, env: { ...process.env, SOPHIA_DATABASE_URL: "", ...extra.env } }),
+    args.join(" ")
+  )
+  return { ms: performance.now() - t0, stdout: String(r.stdout) }
 }
 
 const rssKb = (pid: number) => {
@@ -43,7 +48,7 @@ const childrenOf = (pid: number) => {
 }
 
 const startToHealthy = (bin: string, db: string, cwd: string) =>
-  new Promise<{ ms: number; pid: number; stop: () => Promise<void> }>((resolve, reject) => {
+  new Promise<{ ms: number; pid: number; url: string; stop: () => Promise<void> }>((resolve, reject) => {
     const t0 = performance.now()
     const child = spawn(process.execPath, [bin, "serve", "--port", "0", "--db", db], {
       cwd,
@@ -62,7 +67,7 @@ const startToHealthy = (bin: string, db: string, cwd: string) =>
         if (ok) break
         await new Promise((r) => setTimeout(r, 5))
       }
-      resolve({ ms: performance.now() - t0, pid: child.pid!, stop: () => (child.kill("SIGTERM"), exited) })
+      resolve({ ms: performance.now() - t0, pid: child.pid!, url: m[1]!, stop: () => (child.kill("SIGTERM"), exited) })
     })
     child.once("exit", (code) => reject(new Error(`serve exited ${code}`)))
   })
@@ -83,44 +88,107 @@ for (const [pkg, dir] of [["better-sqlite3", "build"], ["isolated-vm", "out"]] a
 }
 const bin = path.join(app, "node_modules/@sophia-mcp/server/bin/sophia.js")
 const db = path.join(work, "sophia.db")
-for (let i = 0; i < 5; i++) timeRun([bin, "connection", "create", "--name", `agent-${i}`, "--profile", "full", "--db", db], app)
+const N = 5
+const mint = (name: string) => JSON.parse(timeRun([bin, "connection", "create", "--name", name, "--profile", "full", "--db", db], app).stdout)
+for (let i = 0; i < 5; i++) mint(`agent-${i}`)
+const doomed = Array.from({ length: N + 1 }, (_, i) => mint(`doomed-${i}`).connection_id as string)
 
-const N = 10
+// the agents' commands ask a running daemon
+const daemon = await startToHealthy(bin, db, app)
+const url = daemon.url
+const reader = mint("reader")
+const writer = mint("writer")
+const agentEnv = { SOPHIA_URL: url, SOPHIA_BEARER: reader.bearer as string }
+// a post the reader has not read, so `watch --once` returns at once (posted outside the timed run)
+const postForReader = () =>
+  must(
+    spawnSync(process.execPath, ["-e", `fetch(process.argv[1], { method: "POST", headers: { authorization: "Bearer ${writer.bearer}",
+      "content-type": "application/json" }, body: JSON.stringify({ channel: "bench", kind: "status", body: "for watch" }) })
+      .then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))`, `${url}/api/tools/sophia.coordination_post`], { encoding: "utf8" }),
+    "post"
+  )
+const repo = path.join(work, "repo")
+fs.mkdirSync(repo)
+must(spawnSync("git", ["init", "-q"], { cwd: repo }), "git init")
+fs.writeFileSync(path.join(repo, "a.txt"), "a\n")
+must(spawnSync("git", ["add", "a.txt"], { cwd: repo }), "git add")
+const hookInput = JSON.stringify({
+  session_id: "bench",
+  transcript_path: "/tmp/bench.jsonl",
+  cwd: repo,
+  hook_event_name: "PostToolUse",
+  tool_name: "Bash",
+  tool_input: { command: "ls" },
+  tool_response: { stdout: "" }
+})
+
+let run = 0
+const commands: ReadonlyArray<readonly [string, () => ReturnType<typeof timeRun>]> = [
+  ["--version", () => timeRun([bin, "--version"], app)],
+  ["connection list", () => timeRun([bin, "connection", "list", "--db", db], app)],
+  ["connection create", () => timeRun([bin, "connection", "create", "--name", `new-${run++}`, "--profile", "observer", "--db", db], app)],
+  ["connection rename", () => timeRun([bin, "connection", "rename", "agent-0", `agent-0-${run++}`, "--db", db], app)],
+  ["connection revoke", () => timeRun([bin, "connection", "revoke", doomed[run++ % doomed.length]!, "--db", db], app)],
+  ["approvals list", () => timeRun([bin, "approvals", "list", "--db", db], app)],
+  ["ledger verify", () => timeRun([bin, "ledger", "verify", "--db", db], app)],
+  ["backup", () => timeRun([bin, "backup", "--out", path.join(work, `backup-${run++}.db`), "--db", db], app)],
+  ["portal", () => timeRun([bin, "portal", "--db", db], app)],
+  ["setup claude-code", () =>
+    timeRun([bin, "setup", "claude-code", "--name", `setup-${run++}`, "--profile", "assistant", "--dir", path.join(work, `proj-${run}`), "--db", db], app)],
+  ["hook claude-code (PostToolUse)", () => timeRun([bin, "hook", "claude-code"], app, { env: agentEnv, input: hookInput })],
+  ["watch --once (a post waiting)", () => (postForReader(), timeRun([bin, "watch", "--once"], app, { env: agentEnv }))],
+  ["guard check", () => timeRun([bin, "guard", "check"], repo, { env: agentEnv })]
+]
+// the rename above renames agent-0 once; later runs find it by its new name
+const renames = commands.findIndex(([name]) => name === "connection rename")
+let current = "agent-0"
+const timed = commands.map(([name, f], index) =>
+  [name, index === renames ? () => {
+    const next = `agent-0-${run++}`
+    const r = timeRun([bin, "connection", "rename", current, next, "--db", db], app)
+    current = next
+    return r
+  } : f] as const
+)
+
+// warm: the first run of each writes its code cache (as an installed CLI's first run does)
+for (const [, f] of timed) f()
 const bare: Array<number> = []
-const list: Array<number> = []
-const version: Array<number> = []
-// interleaved, so the machine's load moves both sides alike
+const times = new Map<string, Array<number>>(timed.map(([name]) => [name, []]))
 for (let i = 0; i < N; i++) {
-  bare.push(timeRun(["-e", "0"], app))
-  list.push(timeRun([bin, "connection", "list", "--db", db], app))
-  version.push(timeRun([bin, "--version"], app))
+  for (const [name, f] of timed) {
+    bare.push(timeRun(["-e", "0"], app).ms)
+    times.get(name)!.push(f().ms)
+  }
 }
-const tsx: Array<number> = []
-for (let i = 0; i < 3; i++) tsx.push(timeRun(["--import", "tsx", path.join(ROOT, "src/main.ts"), "connection", "list", "--db", db], ROOT))
+const uncached: Array<number> = []
+for (let i = 0; i < N; i++) uncached.push(timeRun([bin, "connection", "list", "--db", db], app, { env: { SOPHIA_COMPILE_CACHE: "0" } }).ms)
+await daemon.stop()
 
 const starts: Array<number> = []
 let idle = { rss: 0, children: 0, n: 0 }
 for (let i = 0; i < 3; i++) {
-  const daemon = await startToHealthy(bin, db, app)
-  starts.push(daemon.ms)
+  const d = await startToHealthy(bin, db, app)
+  starts.push(d.ms)
   if (i === 2) {
     await new Promise((r) => setTimeout(r, 3000))
-    const kids = childrenOf(daemon.pid)
-    idle = { rss: rssKb(daemon.pid), children: kids.reduce((a, k) => a + rssKb(k), 0), n: kids.length }
+    const kids = childrenOf(d.pid)
+    idle = { rss: rssKb(d.pid), children: kids.reduce((a, k) => a + rssKb(k), 0), n: kids.length }
   }
-  await daemon.stop()
+  await d.stop()
 }
 
 const b = median(bare)
 console.log(`## CLI and daemon (installed from the tarball)\n`)
-console.log(`| measure | value |`)
+console.log(`| command | median of ${N} | × \`node -e 0\` (target ≤ 3×) |`)
+console.log(`|---|---|---|`)
+console.log(`| bare \`node -e 0\` (median of ${bare.length}) | ${fmt(b)} | 1.0× |`)
+for (const [name, xs] of times) console.log(`| \`sophia ${name}\` | ${fmt(median(xs))} | **${(median(xs) / b).toFixed(2)}×** |`)
+console.log(`| \`sophia connection list\` without the code cache (SOPHIA_COMPILE_CACHE=0) | ${fmt(median(uncached))} | ${(median(uncached) / b).toFixed(2)}× |`)
+console.log()
+console.log(`| daemon | value |`)
 console.log(`|---|---|`)
-console.log(`| bare \`node -e 0\` (median of ${N}) | ${fmt(b)} |`)
-console.log(`| \`sophia --version\` (median of ${N}) | ${fmt(median(version))} (${(median(version) / b).toFixed(1)}×) |`)
-console.log(`| \`sophia connection list\`, existing database (median of ${N}) | ${fmt(median(list))} |`)
-console.log(`| **ratio connection list / node -e 0** (target ≤ 5×) | **${(median(list) / b).toFixed(1)}×** |`)
-console.log(`| the same through tsx on the sources (before; median of 3) | ${fmt(median(tsx))} (${(median(tsx) / b).toFixed(1)}×) |`)
-console.log(`| daemon start to first /healthz 200 (median of 3) | ${fmt(median(starts))} |`)
-console.log(`| idle daemon RSS, 3 s after ready | ${(idle.rss / 1024).toFixed(0)} MiB (+ ${idle.n} sandbox children: ${(idle.children / 1024).toFixed(0)} MiB) |`)
+console.log(`| start to first /healthz 200 (median of 3) | ${fmt(median(starts))} |`)
+console.log(`| idle RSS, 3 s after ready | ${(idle.rss / 1024).toFixed(0)} MiB (+ ${idle.n} sandbox children: ${(idle.children / 1024).toFixed(0)} MiB) |`)
 console.log()
 fs.rmSync(work, { recursive: true, force: true })

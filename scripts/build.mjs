@@ -5,7 +5,8 @@
  *     `effect` stays the one instance), plus the worker scripts (src/**\/*.mjs: the sandbox child, the
  *     SQLite checkpoint worker) beside the modules that start them;
  *  2. its declarations: `tsc -p tsconfig.build.json` (dist/**\/*.d.ts);
- *  3. the CLI: src/main.ts bundled to dist/cli/ (code-split, minified; native modules external) so a
+ *  3. the CLI: src/main.ts and each command module bundled to dist/cli/ (CommonJS, minified; native modules
+ *     external; loaded through the V8 code cache of the last run, dist/cli/compile-cache.cjs) so a
  *     command starts by parsing a few files instead of resolving hundreds of modules; the worker scripts
  *     are copied beside its chunks too.
  * A module starts a worker script by `new URL("./name.mjs", import.meta.url)`: the script sits beside it in
@@ -70,22 +71,46 @@ if (tsc.status !== 0) {
   process.exit(1)
 }
 
+// the CLI: one CommonJS bundle per command module (each `import("./X.js")` in cli/Program.ts), loaded only
+// when its command runs, and the entry (the parser) that loads it — CommonJS so that dist/cli/compile-cache.cjs
+// can hand V8 the code cache of the last run (ES modules cannot be given one on Node 20)
+const programFile = path.join(src, "cli", "Program.ts")
+const commandModules = [...new Set([...fs.readFileSync(programFile, "utf8").matchAll(/(?<!typeof )import\("\.\/(\w+)\.js"\)/g)].map((m) => m[1]))]
+  .filter((name) => fs.existsSync(path.join(src, "cli", `${name}.ts`)))
+const commandsExternal = {
+  name: "command-bundles",
+  setup(b) {
+    b.onResolve({ filter: /^\.\/\w+\.js$/ }, (args) => {
+      const name = /^\.\/(\w+)\.js$/.exec(args.path)[1]
+      return args.importer === programFile && args.kind === "dynamic-import" && commandModules.includes(name)
+        ? { path: `./${name}.cjs`, external: true }
+        : undefined
+    })
+  }
+}
 await build({
-  entryPoints: { sophia: path.join(src, "main.ts") },
+  entryPoints: {
+    sophia: path.join(src, "main.ts"),
+    ...Object.fromEntries(commandModules.map((name) => [name, path.join(src, "cli", `${name}.ts`)]))
+  },
   outdir: path.join(next, "cli"),
-  chunkNames: "[name]-[hash]", // beside sophia.js and the worker scripts copied below
+  outExtension: { ".js": ".cjs" },
   bundle: true,
-  splitting: true,
   minify: true,
-  format: "esm",
+  format: "cjs",
   platform: "node",
   target: "node20",
   external,
-  // CommonJS dependencies inside the ESM bundle still call require()
-  banner: { js: "import { createRequire as __sophiaRequire } from \"node:module\"; const require = __sophiaRequire(import.meta.url);" },
+  plugins: [commandsExternal],
+  // a dynamic import() inside a bundle becomes require(): the code cache's vm.Script has no import() hook
+  supported: { "dynamic-import": false },
+  // the modules that find files beside themselves (worker scripts, build-info.json) by import.meta.url
+  define: { "import.meta.url": "__sophiaModuleUrl" },
+  banner: { js: "const __sophiaModuleUrl = require(\"node:url\").pathToFileURL(__filename).href;" },
   legalComments: "none",
   logLevel: "warning"
 })
+fs.copyFileSync(path.join(src, "cli", "CompileCache.cjs"), path.join(next, "cli", "compile-cache.cjs"))
 
 // the worker scripts beside the CLI's chunks: bundled, a module's `new URL("./name.mjs", import.meta.url)`
 // resolves from its chunk, in dist/cli/ (one folder: two scripts of one name would be one file)

@@ -8,6 +8,7 @@ import { DEFAULT_COORDINATION_LIMITS } from "../src/domain/Coordination.js"
 import type { DomainEvent } from "../src/domain/Events.js"
 import { WaitCycle } from "../src/domain/Waits.js"
 import { makeCore, makeServices } from "../src/layers/App.js"
+import { CommandServicesOn } from "../src/layers/Services.js"
 import { sqliteClient } from "../src/layers/Sql.js"
 import { runMigrations } from "../src/layers/Migrations.js"
 import { Dispatcher } from "../src/mcp/Dispatch.js"
@@ -190,22 +191,36 @@ describe("services are swappable: Coordination", () => {
 
 describe("domain events", () => {
   const App = makeCore(BareSqlClient)
+  const STORE_WIRING = [
+    ["ConnectionCreated", "Coordination.onConnectionCreated", "atomic"],
+    ["PostLanded", "Waits.onPostLanded", "atomic"],
+    ["PostLanded", "Ledger.observePost", "isolated"],
+    ["ConnectionRevoked", "Waits.onConnectionRevoked", "atomic"],
+    ["ConnectionRevoked", "Ledger.observeRevocation", "isolated"],
+    ["LeaseChanged", "Waits.onLeaseChanged", "atomic"],
+    ["LeaseChanged", "Waits.onLeaseGranted", "refusing"],
+    ["WaitResolved", "Ledger.observeWait", "isolated"]
+  ] as const
+  const byEvent = (wiring: ReadonlyArray<readonly [string, string, string]>) => {
+    const events: Record<string, Array<string>> = {}
+    for (const [event, name, policy] of wiring) (events[event] ??= []).push(`${name} (${policy})`)
+    return events
+  }
 
   it.effect("the wiring is declared in one place, every subscriber with a named policy", () =>
     Effect.gen(function*() {
       const events = yield* Events
-      assert.deepStrictEqual(events.wiring(), [
-        ["ConnectionCreated", "Coordination.onConnectionCreated", "atomic"],
-        ["PostLanded", "Waits.onPostLanded", "atomic"],
-        ["PostLanded", "Ledger.observePost", "isolated"],
-        ["ConnectionRevoked", "Sandbox.onConnectionRevoked", "atomic"],
-        ["ConnectionRevoked", "Waits.onConnectionRevoked", "atomic"],
-        ["ConnectionRevoked", "Ledger.observeRevocation", "isolated"],
-        ["LeaseChanged", "Waits.onLeaseChanged", "atomic"],
-        ["LeaseChanged", "Waits.onLeaseGranted", "refusing"],
-        ["WaitResolved", "Ledger.observeWait", "isolated"]
-      ])
+      // (the order that matters is each event's: its subscribers run in it)
+      assert.deepStrictEqual(byEvent(events.wiring()), byEvent([["ConnectionRevoked", "Sandbox.onConnectionRevoked", "atomic"], ...STORE_WIRING]))
     }).pipe(Effect.provide(App)))
+
+  // a `sophia` command (connection revoke, approvals approve…) writes every consequence a daemon's write would:
+  // the same subscribers, less the daemon's in-memory one (no sandbox runs in a command's process)
+  it.effect("a command runs every subscriber that writes, in the daemon's order", () =>
+    Effect.gen(function*() {
+      const events = yield* Events
+      assert.deepStrictEqual(events.wiring(), [...STORE_WIRING])
+    }).pipe(Effect.provide(CommandServicesOn({ filename: ":memory:" }).pipe(Layer.orDie))))
 
   it.effect("an atomic subscriber's failure inside a post's transaction leaves nothing half-written", () =>
     Effect.gen(function*() {

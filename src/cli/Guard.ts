@@ -4,7 +4,7 @@
  * so it keeps running, and its failure still stops the commit) and then `sophia guard check`. `check` asks
  * the daemon for the project's leases (`sophia.leases` over the REST path, bearer from `SOPHIA_BEARER`, daemon
  * from `--url` / `SOPHIA_URL`) and refuses, exit 1, when a staged path lies in an exclusive `path:` lease of
- * another connection: one line per conflict (path, holder, reason, expiry). A plain command: `fetch`, git and
+ * another connection: one line per conflict (path, holder, reason, expiry). A plain command: Node's `http`, git and
  * the glob rule (domain/LeaseGlobs.ts), never the library. `git commit --no-verify` skips it, as any hook.
  */
 import { spawnSync } from "node:child_process"

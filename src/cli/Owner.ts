@@ -5,7 +5,12 @@
  */
 import { Console, Effect, Option } from "effect"
 import type { Globals } from "./Store.js"
-import { CliFailure, existingStoreOf, loadApp, printJson, storeOf, withServices } from "./Store.js"
+import { backupSqlite } from "../layers/Services.js"
+import { Approvals } from "../services/Approvals.js"
+import { Auth } from "../services/Auth.js"
+import { Ledger } from "../services/Ledger.js"
+import { Portal } from "../services/Portal.js"
+import { CliFailure, existingStoreOf, printJson, storeOf, withServices } from "./Store.js"
 
 export interface CreateOptions extends Globals {
   readonly name: string
@@ -19,8 +24,8 @@ export interface CreateOptions extends Globals {
 export const connectionCreate = (o: CreateOptions) =>
   Effect.gen(function*() {
     const store = yield* storeOf(o)
-    const m = yield* withServices(store, (app) =>
-      Effect.flatMap(app.Auth, (auth) =>
+    const m = yield* withServices(store,
+      Effect.flatMap(Auth, (auth) =>
         auth.createConnection({
           name: o.name,
           profile: o.profile,
@@ -52,10 +57,11 @@ const table = (header: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<
 export const connectionList = (o: Globals & { readonly user: string | undefined; readonly json: boolean }) =>
   Effect.gen(function*() {
     const store = yield* existingStoreOf(o)
-    const rows = yield* withServices(store, (app) =>
+    const rows = yield* withServices(
+      store,
       Effect.gen(function*() {
-        const auth = yield* app.Auth
-        const portal = yield* app.Portal
+        const auth = yield* Auth
+        const portal = yield* Portal
         const connections = yield* auth.list(o.user)
         // the row each user's portal acts as: a connection nobody holds a bearer for, labelled as what it is
         const portalIds = new Set<string>()
@@ -83,20 +89,20 @@ export const connectionList = (o: Globals & { readonly user: string | undefined;
 
 export const connectionRevoke = (o: Globals & { readonly user: string | undefined; readonly selector: string }) =>
   Effect.flatMap(existingStoreOf(o), (store) =>
-    withServices(store, (app) => Effect.flatMap(app.Auth, (auth) => auth.revoke(o.selector, o.user))).pipe(Effect.flatMap(printJson)))
+    withServices(store, Effect.flatMap(Auth, (auth) => auth.revoke(o.selector, o.user))).pipe(Effect.flatMap(printJson)))
 
 export const connectionRename = (
   o: Globals & { readonly user: string | undefined; readonly selector: string; readonly newName: string }
 ) =>
   Effect.flatMap(existingStoreOf(o), (store) =>
-    withServices(store, (app) => Effect.flatMap(app.Auth, (auth) => auth.rename(o.selector, o.newName, o.user))).pipe(
+    withServices(store, Effect.flatMap(Auth, (auth) => auth.rename(o.selector, o.newName, o.user))).pipe(
       Effect.flatMap(printJson)
     ))
 
 export const ledgerVerify = (o: Globals) =>
   Effect.gen(function*() {
     const store = yield* existingStoreOf(o)
-    const report = yield* withServices(store, (app) => Effect.flatMap(app.Ledger, (ledger) => ledger.verify()))
+    const report = yield* withServices(store, Effect.flatMap(Ledger, (ledger) => ledger.verify()))
     yield* printJson(report)
     if (!report.ok) {
       const b = report.first_break!
@@ -106,11 +112,11 @@ export const ledgerVerify = (o: Globals) =>
 
 export const approvalsList = (o: Globals & { readonly all: boolean }) =>
   Effect.flatMap(existingStoreOf(o), (store) =>
-    withServices(store, (app) => Effect.flatMap(app.Approvals, (a) => a.list({ all: o.all }))).pipe(Effect.flatMap(printJson)))
+    withServices(store, Effect.flatMap(Approvals, (a) => a.list({ all: o.all }))).pipe(Effect.flatMap(printJson)))
 
 export const approvalsDecide = (decision: "approved" | "denied") => (o: Globals & { readonly approvalId: string }) =>
   Effect.flatMap(existingStoreOf(o), (store) =>
-    withServices(store, (app) => Effect.flatMap(app.Approvals, (a) => a.decide(o.approvalId, decision))).pipe(
+    withServices(store, Effect.flatMap(Approvals, (a) => a.decide(o.approvalId, decision))).pipe(
       Effect.flatMap(printJson)
     ))
 
@@ -120,6 +126,8 @@ export const backup = (o: Globals & { readonly out: string }) =>
     if ("url" in store) {
       return yield* new CliFailure({ message: "backup copies a SQLite file; for Postgres use pg_dump" })
     }
-    const app = yield* loadApp
-    yield* printJson(yield* app.backupSqlite(store.filename, o.out))
+    yield* printJson(yield* backupSqlite(store.filename, o.out))
   })
+
+/** The runner of this module's programs (cli/Program.ts: one bundle, one Effect). */
+export { runEffect } from "./RunEffect.js"

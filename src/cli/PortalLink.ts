@@ -7,6 +7,9 @@
  */
 import { Console, Effect } from "effect"
 import type { DaemonAddress } from "../services/Daemons.js"
+import { Portal } from "../services/Portal.js"
+import { Daemons } from "../services/Daemons.js"
+import { request } from "./Daemon.js"
 import type { Globals } from "./Store.js"
 import { existingStoreOf, withServices } from "./Store.js"
 
@@ -22,9 +25,9 @@ const PROBE_MS = 1500
 /** Whether the daemon recorded at `address` answers there (and not some other process on that port). */
 const answers = (address: DaemonAddress) =>
   Effect.tryPromise(async () => {
-    const res = await fetch(`${address.base_url}/healthz`, { signal: AbortSignal.timeout(PROBE_MS) })
-    const body = (await res.json()) as { instance?: unknown }
-    return res.ok && body.instance === address.instance_id
+    const res = await request(`${address.base_url}/healthz`, { method: "GET", timeoutMs: PROBE_MS })
+    const body = JSON.parse(res.text) as { instance?: unknown }
+    return res.status === 200 && body.instance === address.instance_id
   }).pipe(Effect.orElseSucceed(() => false))
 
 /** The first recorded daemon that answers, newest first (probed together: a dead one costs one timeout). */
@@ -36,16 +39,17 @@ const hostForUrl = (host: string) => (host.includes(":") ? `[${host}]` : host ==
 export const portal = (o: PortalOptions) =>
   Effect.gen(function*() {
     const store = yield* existingStoreOf(o)
-    const { base, note, token } = yield* withServices(store, (app) =>
+    const { base, note, token } = yield* withServices(
+      store,
       Effect.gen(function*() {
-        const service = yield* app.Portal
+        const service = yield* Portal
         if (o.logoutAll) yield* Console.log(`logged out ${yield* service.logoutAll()} portal session(s)`)
         const login = yield* service.mintLogin()
         if (o.host !== undefined || o.port !== undefined) {
           const host = hostForUrl(o.host ?? FALLBACK.host)
           return { base: `http://${host}:${o.port ?? FALLBACK.port}`, note: undefined, token: login.token }
         }
-        const recorded = yield* (yield* app.Daemons).addresses()
+        const recorded = yield* (yield* Daemons).addresses()
         const live = yield* liveAddress(recorded)
         if (live !== undefined) return { base: live.base_url, note: undefined, token: login.token }
         const last = recorded[0]
@@ -64,3 +68,6 @@ export const portal = (o: PortalOptions) =>
     if (note !== undefined) process.stderr.write(`sophia: ${note}\n`)
     yield* Console.log(`${base}/portal/login?token=${token}`)
   })
+
+/** The runner of this module's programs (cli/Program.ts: one bundle, one Effect). */
+export { runEffect } from "./RunEffect.js"

@@ -18,14 +18,31 @@ const DEFAULT_DB = "./.sophia/sophia.db"
 
 /**
  * A command's handler, loaded only when that command runs (so `--version`, `hook` or `watch` never load
- * Effect or the library): an Effect program (run by cli/RunEffect.ts), or a plain async function.
+ * Effect or the library): an Effect program with the `runEffect` of its own module (in the built CLI each
+ * command module is one bundle, with its own copy of Effect: the program and its runner must be the same
+ * one), or a plain async function.
  */
 export type Handler<O = any> =
-  | { readonly _tag: "Effect"; readonly load: () => Promise<(o: O) => Effect.Effect<void, unknown>> }
-  | { readonly _tag: "Plain"; readonly load: () => Promise<(o: O) => Promise<void>> }
+  | {
+    readonly _tag: "Effect"
+    readonly load: () => Promise<{ readonly runEffect: RunEffect; readonly run: (o: O) => Effect.Effect<void, unknown> }>
+    readonly serves: boolean
+  }
+  | { readonly _tag: "Plain"; readonly load: () => Promise<(o: O) => Promise<void>>; readonly serves: false }
+type RunEffect = typeof import("./RunEffect.js").runEffect
 
-export const effectful = <O>(load: () => Promise<(o: O) => Effect.Effect<void, unknown>>): Handler<O> => ({ _tag: "Effect", load })
-export const plain = <O>(load: () => Promise<(o: O) => Promise<void>>): Handler<O> => ({ _tag: "Plain", load })
+/** An Effect command: `pick` chooses the program from the module `load` imports (which re-exports `runEffect`). */
+export const effectful = <M extends { readonly runEffect: RunEffect }, O>(
+  load: () => Promise<M>,
+  pick: (m: M) => (o: O) => Effect.Effect<void, unknown>,
+  /** it serves until stopped (`serve`, `stdio`): the optimizing compiler stays on for it (src/main.ts) */
+  serves = false
+): Handler<O> => ({
+  _tag: "Effect",
+  load: () => load().then((m) => ({ runEffect: m.runEffect, run: pick(m) })),
+  serves
+})
+export const plain = <O>(load: () => Promise<(o: O) => Promise<void>>): Handler<O> => ({ _tag: "Plain", load, serves: false })
 
 /** What the command line asks for: run a handler, or it was answered (help, version), or it is wrong. */
 export type Parsed =
@@ -116,11 +133,12 @@ const program = (chosen: Chosen) => {
   const user = () => new Option("--user <name>", "user name (default: the owner)")
   const selector = ["<id|name>", "connection id, its first 8 characters, or its name"] as const
 
+  // (each module imported below is one bundle of the built CLI: scripts/build.mjs)
   const owner = <O>(pick: (m: typeof import("./Owner.js")) => (o: O) => Effect.Effect<void, unknown>) =>
-    effectful(async () => pick(await import("./Owner.js")))
-  const serveCmd = effectful(async () => (await import("./Serve.js")).serve)
-  const stdioCmd = effectful(async () => (await import("./Serve.js")).stdio)
-  const portalCmd = effectful(async () => (await import("./PortalLink.js")).portal)
+    effectful(() => import("./Owner.js"), pick)
+  const serveCmd = effectful(() => import("./Serve.js"), (m) => m.serve, true)
+  const stdioCmd = effectful(() => import("./Serve.js"), (m) => m.stdio, true)
+  const portalCmd = effectful(() => import("./PortalLink.js"), (m) => m.portal)
 
   leaf(root, "serve", "run the daemon: Streamable HTTP MCP at /mcp, REST at /api/tools/<tool>, /healthz, /metrics", serveCmd)
     .addOption(new Option("--host <host>", "interface to listen on").default("127.0.0.1"))
@@ -178,7 +196,7 @@ const program = (chosen: Chosen) => {
     .addOption(new Option("--once", "exit after the first posts").default(false))
     .addOption(new Option("--json", "one JSON object per post instead of a line").default(false))
   const setup = group("setup", "connect an agent runtime's project to Sophia in one command")
-  leaf(setup, "claude-code", "mint a connection and merge the MCP server and the hooks into a Claude Code project (idempotent)", effectful(async () => (await import("./Setup.js")).setupClaudeCode))
+  leaf(setup, "claude-code", "mint a connection and merge the MCP server and the hooks into a Claude Code project (idempotent)", effectful(() => import("./Setup.js"), (m) => m.setupClaudeCode))
     .addOption(new Option("--name <name>", "the agent's name").makeOptionMandatory())
     .addOption(new Option("--profile <profile>", "its profile").choices(["observer", "assistant", "full"]).makeOptionMandatory())
     .addOption(new Option("--dir <dir>", "the project folder (default: the working folder)"))

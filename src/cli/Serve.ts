@@ -93,3 +93,6 @@ export const stdio = (o: Globals & { readonly toolNames: ToolNaming }) =>
       Effect.provide(app.DaemonLive(store).pipe(Layer.provide(TracingLive({ name: "sophia", version: VERSION }))))
     )
   })
+
+/** The runner of this module's programs (cli/Program.ts: one bundle, one Effect): the daemon's, with signals. */
+export { runDaemon as runEffect } from "./RunDaemon.js"

@@ -12,6 +12,8 @@ import * as path from "node:path"
 import { binPath, shellQuote } from "../mcp/ClientConfigs.js"
 import { DEFAULT_URL } from "./Daemon.js"
 import { liveAddress } from "./PortalLink.js"
+import { Auth } from "../services/Auth.js"
+import { Daemons } from "../services/Daemons.js"
 import type { Globals } from "./Store.js"
 import { CliFailure, storeOf, withServices } from "./Store.js"
 
@@ -94,10 +96,11 @@ export const setupClaudeCode = (o: SetupOptions) =>
     const settingsFile = path.join(dir, ".claude", "settings.local.json")
     const [mcp, settings] = [yield* readJson(mcpFile), yield* readJson(settingsFile)]
     const store = yield* storeOf(o)
-    const { bearer, minted, url } = yield* withServices(store, (app) =>
+    const { bearer, minted, url } = yield* withServices(
+      store,
       Effect.gen(function*() {
-        const auth = yield* app.Auth
-        const recorded = yield* (yield* app.Daemons).addresses()
+        const auth = yield* Auth
+        const recorded = yield* (yield* Daemons).addresses()
         const live = o.url ?? process.env.SOPHIA_URL ?? (yield* liveAddress(recorded))?.base_url ?? DEFAULT_URL
         if (o.bearer !== undefined) return { bearer: o.bearer, minted: false, url: live }
         // run again: the connection this folder already holds, when it is live and of that name
@@ -123,3 +126,6 @@ export const setupClaudeCode = (o: SetupOptions) =>
     ]
     yield* Console.log(lines.join("\n"))
   })
+
+/** The runner of this module's programs (cli/Program.ts: one bundle, one Effect). */
+export { runEffect } from "./RunEffect.js"

@@ -5,7 +5,8 @@
 import { Config, Console, Effect, Layer, Option, Schema } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import type { StoreChoice } from "../layers/App.js"
+import type { StoreChoice } from "../layers/Services.js"
+import { CommandServicesOn } from "../layers/Services.js"
 
 /** An expected CLI failure: printed as `sophia: <message>`, exit 1. */
 export class CliFailure extends Schema.TaggedError<CliFailure>()("CliFailure", { message: Schema.String }) {}
@@ -44,14 +45,12 @@ export const existingStoreOf = (g: Globals): Effect.Effect<StoreChoice, CliFailu
     return Effect.succeed(store)
   })
 
-/** The library (services and layers), loaded when a command needs it. */
-export type Lib = typeof import("../index.js")
-export const loadApp = Effect.promise((): Promise<Lib> => import("../index.js"))
-export type AppServices = Layer.Layer.Success<ReturnType<Lib["SophiaOn"]>>
+/** The services a command runs on (layers/Services.ts: the graph's keepers and their writing subscribers). */
+export type CommandServices = Layer.Layer.Success<ReturnType<typeof CommandServicesOn>>
 
-/** Run `f` with the services over the store (typed refusals and store failures reach the reporter). */
-export const withServices = <A, E>(store: StoreChoice, f: (lib: Lib) => Effect.Effect<A, E, AppServices>) =>
-  Effect.flatMap(loadApp, (lib) => Effect.provide(f(lib), lib.SophiaOn(store)))
+/** Run `effect` with the command services over the store (typed refusals and store failures reach the reporter). */
+export const withServices = <A, E>(store: StoreChoice, effect: Effect.Effect<A, E, CommandServices>) =>
+  Effect.provide(effect, CommandServicesOn(store))
 
 /** A command's machine-readable result: one JSON line on stdout. */
 export const printJson = (value: unknown) => Console.log(JSON.stringify(value))

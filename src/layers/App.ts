@@ -36,6 +36,7 @@ import { ForeignWrites } from "../services/wakeups/Foreign.js"
 import { MetricsScrapeLive, RequestLogOn } from "../observability/Metrics.js"
 import type { StoreChoice } from "./Sql.js"
 import { storeLayer, TestStore } from "./Sql.js"
+import { storeServices, subscribeStoreSubscribers } from "./Services.js"
 
 /** The store layers embedders choose from (the seam: everything above needs only `SqlClient`). */
 export { backupSqlite, describeStore, SqliteLive, StoreChoice, storeLayer, StoreUnavailable } from "./Sql.js"
@@ -47,33 +48,13 @@ import { SweepLive } from "./Sweep.js"
 import { CrossDaemonEvents } from "./CrossDaemon.js"
 
 /**
- * Who hears what: every subscriber of every domain event, in the order it runs, with the policy that
- * says what its failure does to the write (see `services/Events.ts`). This is the one place they are
- * wired; no service registers itself.
+ * Who hears what: the sandbox's in-memory subscriber first, then every subscriber that writes to the store
+ * (`layers/Services.ts`, the one place those are wired; a `sophia` command runs them alone). No service
+ * registers itself.
  */
 export const EventWiring = Layer.effectDiscard(Effect.gen(function*() {
   const events = yield* Events
-  const waits = yield* Waits
-  const ledger = yield* Ledger
   const sandbox = yield* Sandbox
-  const coordination = yield* Coordination
-  // a new connection starts where Coordination records it (caught up unless minted with its backlog), or is not minted
-  yield* events.subscribe({
-    on: "ConnectionCreated",
-    name: "Coordination.onConnectionCreated",
-    policy: "atomic",
-    handle: coordination.onConnectionCreated
-  })
-  // a wait resolves with the post that satisfies it, or not at all: the post rolls back if that fails
-  yield* events.subscribe({ on: "PostLanded", name: "Waits.onPostLanded", policy: "atomic", handle: waits.onPostLanded })
-  // the ledger's observations are evidence about a write, never a condition of it
-  yield* events.subscribe({
-    on: "PostLanded",
-    name: "Ledger.observePost",
-    policy: "isolated",
-    when: ledger.observesPost,
-    handle: ledger.observePost
-  })
   // first, inside the revocation: the connection's execute_code runs end, their calls in flight interrupted
   // before the revocation commits (in memory; never fails)
   yield* events.subscribe({
@@ -82,41 +63,7 @@ export const EventWiring = Layer.effectDiscard(Effect.gen(function*() {
     policy: "atomic",
     handle: sandbox.onConnectionRevoked
   })
-  yield* events.subscribe({
-    on: "ConnectionRevoked",
-    name: "Waits.onConnectionRevoked",
-    policy: "atomic",
-    handle: waits.onConnectionRevoked
-  })
-  yield* events.subscribe({
-    on: "ConnectionRevoked",
-    name: "Ledger.observeRevocation",
-    policy: "isolated",
-    handle: ledger.observeRevocation
-  })
-  // a lease that ended may free a `lease_free` wait: it resolves with the end, or the end rolls back
-  yield* events.subscribe({
-    on: "LeaseChanged",
-    name: "Waits.onLeaseChanged",
-    policy: "atomic",
-    when: (e) => e.change !== "granted" && e.change !== "renewed",
-    handle: waits.onLeaseChanged
-  })
-  // a grant that would close a cycle of waits is refused (wait_cycle) and rolls back
-  yield* events.subscribe({
-    on: "LeaseChanged",
-    name: "Waits.onLeaseGranted",
-    policy: "refusing",
-    when: (e) => e.change === "granted",
-    handle: waits.onLeaseGranted
-  })
-  yield* events.subscribe({
-    on: "WaitResolved",
-    name: "Ledger.observeWait",
-    policy: "isolated",
-    when: ledger.observesWait,
-    handle: ledger.observeWait
-  })
+  yield* subscribeStoreSubscribers
 }))
 
 /**
@@ -155,14 +102,6 @@ export const SandboxRevocationFeed = Layer.scopedDiscard(Effect.gen(function*() 
   )
 }))
 
-/** The store-facing services below the ledger (each provided the ones it asks). */
-/** The store-facing services below the ledger (each provided the ones it asks); `coordination` as `makeServices` says. */
-const coreServices = <E, R>(coordination: Layer.Layer<Coordination, E, R>) =>
-  Layer.mergeAll(coordination, Approvals.Default, Portal.Default, Daemons.Default, Leases.Default).pipe(
-    Layer.provideMerge(Auth.Default),
-    Layer.provideMerge(Layer.merge(Events.Default, Wakeups.Default))
-  )
-
 /**
  * Every service and the event wiring, over whatever `SqlClient` is provided. `ledger` and `coordination`
  * swap those implementations (tests prove the others work against fakes that keep no table).
@@ -176,9 +115,9 @@ export const makeServices = <E = never, R = never, E2 = never, R2 = never>(
     Layer.provideMerge(Layer.mergeAll(Orient.Default, Search.Default, Hooks.Default)),
     // the reads that span several services (the envelope, orient's counts, the portal's fleet)
     Layer.provideMerge(ReadModel.Default),
-    // the wait graph asks the ledger for the claims half of its orphans
-    Layer.provideMerge(Layer.mergeAll(Waits.Default, Knowledge.Default, Catalog.Default).pipe(Layer.provideMerge(ledger))),
-    Layer.provideMerge(coreServices(coordination)),
+    Layer.provideMerge(Layer.merge(Knowledge.Default, Catalog.Default)),
+    // the services that keep the graph (layers/Services.ts)
+    Layer.provideMerge(storeServices(ledger, coordination)),
     // execute_code's pool: no child process until the first run (SandboxWarmUp pre-spawns in the daemon)
     Layer.provideMerge(SandboxLive)
   )

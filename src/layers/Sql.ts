@@ -9,13 +9,15 @@ import { Config, Effect, Layer, Option, Redacted, Schema } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { runMigrations, runMigrationsOnce } from "./Migrations.js"
-import { pgClient, PgFreshSchema } from "./Pg.js"
 import { backup } from "./sqlite/Backup.js"
 import { SqliteLive, sqliteClient } from "./sqlite/Client.js"
 
 export type { CheckpointEvent, CheckpointTuning } from "./sqlite/Checkpoints.js"
 export type { SqliteStoreConfig } from "./sqlite/Client.js"
 export { SqliteLive, sqliteClient } from "./sqlite/Client.js"
+
+/** The Postgres store, loaded only when one is asked for (the driver costs a SQLite process ~20 ms to load). */
+const loadPg = Effect.promise(() => import("./Pg.js"))
 
 /** Where the graph lives: a SQLite file (or `:memory:`), or a Postgres database by URL. */
 export type StoreChoice = { readonly filename: string } | { readonly url: string }
@@ -75,7 +77,7 @@ export const storeLayer = (choice: StoreChoice): Layer.Layer<Client.SqlClient, S
     }
     // the pool with every migration applied once (PgClient rides along for LISTEN/NOTIFY)
     return Layer.effectDiscard(runMigrationsOnce).pipe(
-      Layer.provideMerge(pgClient({ url: choice.url })),
+      Layer.provideMerge(Layer.unwrapEffect(Effect.map(loadPg, (pg) => pg.pgClient({ url: choice.url })))),
       Layer.mapError((e) =>
         new StoreUnavailable({ message: `cannot use the Postgres database ${describeStore(choice)}: ${describeCause(e)}` })
       )
@@ -111,5 +113,8 @@ export const backupSqlite = (filename: string, out: string) =>
  */
 export const TestStore: Layer.Layer<Client.SqlClient> = Layer.unwrapEffect(Effect.map(
   Effect.orDie(Config.option(Config.string("SOPHIA_TEST_DATABASE_URL"))),
-  (url) => Option.isSome(url) && url.value.trim() !== "" ? PgFreshSchema(url.value) : SqliteLive(":memory:")
+  (url) =>
+    Option.isSome(url) && url.value.trim() !== ""
+      ? Layer.unwrapEffect(Effect.map(loadPg, (pg) => pg.PgFreshSchema(url.value)))
+      : SqliteLive(":memory:")
 ))

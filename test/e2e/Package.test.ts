@@ -45,7 +45,7 @@ describe("the npm package", { timeout: 240_000 }, () => {
     assert.include(files, "bin/sophia.js")
     assert.include(files, "dist/index.js")
     assert.include(files, "dist/index.d.ts")
-    assert.include(files, "dist/cli/sophia.js")
+    assert.include(files, "dist/cli/sophia.cjs")
     assert.include(files, "dist/sandbox/child.mjs", "the sandbox child ships where Sandbox.js looks for it")
     assert.include(files, "LICENSE")
     assert.include(files, "README.md")
