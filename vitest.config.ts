@@ -31,6 +31,7 @@ const SERVICE_SUITE = [
   "test/Observed.test.ts",
   "test/Orient.test.ts",
   "test/Orphans.test.ts",
+  "test/Panorama.test.ts",
   "test/PollLimits.test.ts",
   "test/PollRevocation.test.ts",
   "test/Projection.test.ts",

@@ -160,6 +160,7 @@ const makeCountingCoordination = (calls: Array<string>) =>
       lastSeq: () => Effect.dieMessage("not in this fake"),
       firstPost: () => Effect.dieMessage("not in this fake"),
       postIdsOf: () => Effect.dieMessage("not in this fake"),
+      recentChannels: () => Effect.dieMessage("not in this fake"),
       holdChannel: () => Effect.dieMessage("not in this fake"),
       // a minted connection starts where this fake says: nowhere (it keeps no table)
       onConnectionCreated: () => Effect.void,

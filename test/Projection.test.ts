@@ -157,8 +157,9 @@ const listKeys = (output: Record<string, any>): Array<string> =>
  */
 // orient: a bootstrap whose lists are already bounded summaries; post_receipts: one post's recipients, at most
 // the user's connections with four short fields each — a projection would cost every agent more in tools/list
-// (its compact/fields keys) than it could ever save in a reply
-const NOT_LISTS: ReadonlySet<string> = new Set(["sophia.orient", "sophia.post_receipts"])
+// (its compact/fields keys) than it could ever save in a reply; panorama: a bootstrap like orient, with its own
+// `compact` (the default) that keeps the whole within its token budget and counts what it cuts
+const NOT_LISTS: ReadonlySet<string> = new Set(["sophia.orient", "sophia.post_receipts", "sophia.panorama"])
 
 /** The tools of a registry whose result has a list of objects but no `projection` declared over one of them. */
 const missingProjections = (registry: Registry): Array<string> =>

@@ -113,7 +113,7 @@ export const makeServices = <E = never, R = never, E2 = never, R2 = never>(
   Layer.mergeAll(EventWiring, WakeupFeed, SearchIndexFeed, SandboxRevocationFeed, ForeignWrites).pipe(
     // (the hooks of agent runtimes ask the services below, as orient does)
     Layer.provideMerge(Layer.mergeAll(Orient.Default, Search.Default, Hooks.Default)),
-    // the reads that span several services (the envelope, orient's counts, the portal's fleet)
+    // the reads that span several services (the envelope, orient's counts, the portal's fleet, panorama)
     Layer.provideMerge(ReadModel.Default),
     Layer.provideMerge(Layer.merge(Knowledge.Default, Catalog.Default)),
     // the services that keep the graph (layers/Services.ts)

@@ -7,6 +7,7 @@ import { argsHash, boundArgs } from "../domain/Approvals.js"
 import type { Caller } from "../domain/Auth.js"
 import { ApprovalDenied, ApprovalRequired, NotFound, OwnerApprovalRequired, RateLimited, ValidationError } from "../domain/Errors.js"
 import { ApprovalDecided, ApprovalRequested } from "../domain/Events.js"
+import { PendingApproval } from "../domain/Panorama.js"
 import { nowIso } from "../domain/Time.js"
 import { makeOwnerView } from "./approvals/OwnerView.js"
 import { Auth } from "./Auth.js"
@@ -84,6 +85,8 @@ class DryRunSucceeded {
   readonly _tag = "DryRunSucceeded"
 }
 
+const decodePendingOfCaller = Schema.decodeUnknown(Schema.Array(PendingApproval))
+
 /** Every statement on `approvals`, by name, and the rows they read, decoded. */
 const makeApprovalRows = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
@@ -117,6 +120,9 @@ const makeApprovalRows = Effect.gen(function*() {
   const pendingRows = named("Approvals.pending", () => sql`SELECT ${columns} FROM approvals WHERE status = 'pending' ORDER BY created_at, id`)
   const allRows = named("Approvals.all", () => sql`SELECT ${columns} FROM approvals ORDER BY created_at, id`)
 
+  const pendingOfCallerRows = named("Approvals.pendingOfCaller", (p: { userId: string; connectionId: string }) =>
+    sql`SELECT id AS approval_id, tool, created_at FROM approvals
+      WHERE connection_id = ${p.connectionId} AND user_id = ${p.userId} AND status = 'pending' ORDER BY created_at, id`)
   const pendingCount = namedValues("Approvals.pendingOfConnection", (p: { connectionId: string }) =>
     sql`SELECT COUNT(*) FROM approvals WHERE connection_id = ${p.connectionId} AND status = 'pending'`)
   const decidedAmongRows = shaped("Approvals.decidedAmong", 64, (p: { ids: ReadonlyArray<string> }) =>
@@ -136,6 +142,8 @@ const makeApprovalRows = Effect.gen(function*() {
     storeResult,
     pending: Effect.flatMap(pendingRows({}), decodeApprovals),
     all: Effect.flatMap(allRows({}), decodeApprovals),
+    pendingOfCaller: (userId: string, connectionId: string) =>
+      Effect.flatMap(pendingOfCallerRows({ userId, connectionId }), decodePendingOfCaller),
     pendingOf: (connectionId: string) => Effect.map(pendingCount({ connectionId }), (rows) => Number(rows[0][0])),
     decidedAmong: (ids: ReadonlyArray<string>) => Effect.flatMap(decidedAmongRows({ ids }), decodeDecidedRows)
   } as const
@@ -379,6 +387,10 @@ export class Approvals extends Effect.Service<Approvals>()("sophia/Approvals", {
       }, Effect.catchTag("SqlError", "ParseError", Effect.die))
     )
 
+    /** The caller's own pending approvals, oldest first (at most the per-connection cap: `panorama`). */
+    const pendingOfCaller = spanned("Approvals.pendingOfCaller", (caller: Caller) =>
+      rows.pendingOfCaller(caller.userId, caller.connectionId).pipe(Effect.catchTag("SqlError", "ParseError", Effect.die)))
+
     // the owner's portal, light however many are pending: a page at a time with the head of each one's
     // arguments, one approval in full, and the stamp its live check compares (approvals/OwnerView.ts)
     const { pendingPage, recentlyDecided, approvalInFull, stamp, pendingCount } = yield* makeOwnerView
@@ -451,6 +463,6 @@ export class Approvals extends Effect.Service<Approvals>()("sophia/Approvals", {
       }, Effect.catchTag("SqlError", "ParseError", Effect.die))
     )
 
-    return { gate, list, decide, status, waitMs, decisionsAmong, pendingPage, recentlyDecided, approvalInFull, stamp, pendingCount } as const
+    return { gate, list, pendingOfCaller, decide, status, waitMs, decisionsAmong, pendingPage, recentlyDecided, approvalInFull, stamp, pendingCount } as const
   })
 }) {}

@@ -31,7 +31,7 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
     const store = yield* makeAuthStore
     const { countUsers, listRows, liveRowsOfUser, userIdByName, findClash, revokeRow, renameRow, findById } = store
     const { ensureUser, mint } = yield* makeMinting(store)
-    const { authenticate, touch, get, connections, names } = makeLookups(store)
+    const { authenticate, touch, get, connections, names, liveOf } = makeLookups(store)
 
     /**
      * Mint a connection for a user (created if new; the owner when none is named). The bearer is returned
@@ -158,6 +158,7 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
       createConnection,
       bootstrapOwner,
       list,
+      liveOf,
       resolve,
       revoke,
       rename,

@@ -6,6 +6,7 @@ import { makeDelivery } from "./coordination/Delivery.js"
 import { makeInbox } from "./coordination/Inbox.js"
 import { makeInboxPages } from "./coordination/InboxPages.js"
 import { makeLookups } from "./coordination/Lookups.js"
+import { makeRecent } from "./coordination/Recent.js"
 import { makePostSearch } from "./coordination/PostSearch.js"
 import { makePosting } from "./coordination/Posting.js"
 import { makeReadMarks } from "./coordination/ReadMarks.js"
@@ -83,6 +84,7 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
     const { receipts, targetReceipts } = yield* makeReceipts
     const { onConnectionCreated } = yield* makeCaughtUp
     const { firstPost, lastSeq, postIdsOf, totals } = yield* makeLookups
+    const { recentChannels } = yield* makeRecent
     const { indexPosts, searchPosts } = yield* makePostSearch
     return {
       post,
@@ -103,6 +105,7 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
       lastSeq,
       firstPost,
       postIdsOf,
+      recentChannels,
       holdChannel: channels.holdChannel,
       onConnectionCreated,
       /** the limits posts and inbox reads are held to (the tools' schemas advertise them) */

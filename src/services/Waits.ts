@@ -40,7 +40,7 @@ export class Waits extends Effect.Service<Waits>()("sophia/Waits", {
     const { onLeaseGranted } = yield* makeGrantCycles(recording)
     const { onConnectionRevoked, onPostLanded } = yield* makeHandlers(resolutions, leaseWaits)
     const { sweep } = yield* makeSweep(resolutions, leaseWaits)
-    const { graph, countOpen, countOrphaned, openCountsByWaiter } = yield* makeGraph(leaseWaits)
+    const { graph, countOpen, countOrphaned, orphaned, openCountsByWaiter } = yield* makeGraph(leaseWaits)
     const { flags, signals, signalsAfter } = yield* makeSignals
     return {
       declare,
@@ -53,6 +53,7 @@ export class Waits extends Effect.Service<Waits>()("sophia/Waits", {
       openCountsByWaiter,
       graph,
       countOrphaned,
+      orphaned,
       onPostLanded,
       onConnectionRevoked,
       onLeaseChanged: leaseWaits.onLeaseChanged,

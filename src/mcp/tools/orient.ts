@@ -1,16 +1,19 @@
 import { Effect } from "effect"
 import { OrientInput, OrientOutput } from "../../domain/Orient.js"
+import { PanoramaInput, PanoramaOutput } from "../../domain/Panorama.js"
 import { SEARCH_ITEM_COMPACT, SearchInput, SearchItem, SearchOutput } from "../../domain/Search.js"
 import { Search } from "../../services/Search.js"
 import { Catalog } from "../Catalog.js"
 import { Orient } from "../../services/Orient.js"
+import { ReadModel } from "../../services/readmodel/ReadModel.js"
 import { defineTool, READ_ONLY } from "../Registry.js"
 
-/** `sophia.orient`: one call that bootstraps a session. */
+/** `sophia.orient` and `sophia.panorama`: the session bootloaders (who you are; who else is there); `sophia.search`. */
 export const orientTools = Effect.gen(function*() {
   const orient = yield* Orient
   const catalog = yield* Catalog
   const search = yield* Search
+  const readModel = yield* ReadModel
   return [
     defineTool({
       name: "sophia.orient",
@@ -21,6 +24,16 @@ export const orientTools = Effect.gen(function*() {
       input: OrientInput,
       output: OrientOutput,
       handler: (input, { caller, registry }) => orient.orient(caller, input, catalog.summary(registry, caller.profile))
+    }),
+    defineTool({
+      name: "sophia.panorama",
+      group: "orient",
+      access: "read",
+      description: "The fleet at a glance: live agents (claims, waits, leases), recent channels' latest decision, orphans, your approvals.",
+      annotations: READ_ONLY,
+      input: PanoramaInput,
+      output: PanoramaOutput,
+      handler: (input, { caller }) => readModel.panorama(caller, input)
     }),
     defineTool({
       name: "sophia.search",

@@ -14,11 +14,12 @@ import {
   toCaller,
   toInfo
 } from "./Rows.js"
+import { spanned } from "../Spans.js"
 import type { AuthStore } from "./Store.js"
 
 /** Bearers checked on every call, and connections looked up by id (the live name joins of other services). */
 export const makeLookups = (store: AuthStore) => {
-  const { byHash, seenAt, findById, rawRowsByIds, nameRowsByIds } = store
+  const { byHash, seenAt, findById, rawRowsByIds, nameRowsByIds, liveRowsOfUser } = store
   // What was last made from a connection's row — the Caller of each bearer, the ConnectionInfo of each
   // connection (the live name joins of inbox pages, waits, claims…) — handed out again while the row is
   // unchanged: its identity columns for a Caller, every column for an info. The rows themselves are read
@@ -92,5 +93,12 @@ export const makeLookups = (store: AuthStore) => {
     )
   }
 
-  return { authenticate, touch, get, connections, names } as const
+  /** The user's connections that are not revoked (silent ones included), in the order they were minted. */
+  const liveOf = spanned("Auth.liveOf", (userId: string): Effect.Effect<ReadonlyArray<ConnectionInfo>> =>
+    liveRowsOfUser(userId).pipe(
+      Effect.map((rows) => rows.map(toInfo)),
+      Effect.catchTag("SqlError", "ParseError", Effect.die)
+    ))
+
+  return { authenticate, touch, get, connections, names, liveOf } as const
 }

@@ -27,7 +27,7 @@ export const makeAuthStore = Effect.gen(function*() {
   const listRows = (userName: string | null) =>
     Effect.flatMap(userName === null ? allRows({}) : rowsOfUserName({ userName }), decodeConnectionRows)
   const liveRowsOf = named("Auth.liveOfUser", (p: { userId: string }) =>
-    sql`${selectConnections} WHERE c.user_id = ${p.userId} AND c.revoked_at IS NULL`)
+    sql`${selectConnections} WHERE c.user_id = ${p.userId} AND c.revoked_at IS NULL ORDER BY c.created_at, c.id`)
   const liveRowsOfUser = (userId: string) => Effect.flatMap(liveRowsOf({ userId }), decodeConnectionRows)
 
   // the live name joins run on every inbox page (up to two ids a post): one statement per count of ids, up

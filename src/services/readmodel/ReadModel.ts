@@ -6,6 +6,7 @@ import { spanned } from "../Spans.js"
 import { Waits } from "../Waits.js"
 import { makeEnvelope } from "./Envelope.js"
 import { makeFleet } from "./Fleet.js"
+import { makePanorama } from "./Panorama.js"
 
 /** What `orient` counts for its caller (the work count is the Ledger's own: `Orient` asks it). */
 export interface CallerCounts {
@@ -20,10 +21,11 @@ export interface CallerCounts {
 
 /**
  * The reads that span several services' tables: the envelope every response carries, the counts behind
- * `orient`, the portal's fleet. It owns no table: each part is asked of the service that owns it, through
+ * `orient`, the portal's fleet, `panorama`. It owns no table: each part is asked of the service that owns it, through
  * its methods, so any of them can be replaced (an in-memory fake of the inbox leaves the envelope and
  * `orient` working — test/Architecture.test.ts). What it keeps is derived and disposable (the envelope's
- * quiet counts, `readmodel/Envelope.ts`). The portal's fleet is `readmodel/Fleet.ts`.
+ * quiet counts, `readmodel/Envelope.ts`). The portal's fleet is `readmodel/Fleet.ts`; `sophia.panorama` is
+ * `readmodel/Panorama.ts` (the read) and `readmodel/PanoramaView.ts` (what it shows, compact within its budget).
  */
 export class ReadModel extends Effect.Service<ReadModel>()("sophia/ReadModel", {
   effect: Effect.gen(function*() {
@@ -32,6 +34,7 @@ export class ReadModel extends Effect.Service<ReadModel>()("sophia/ReadModel", {
     const knowledge = yield* Knowledge
     const envelope = yield* makeEnvelope
     const { fleet } = yield* makeFleet
+    const { panorama } = yield* makePanorama
 
     /**
      * The caller's counts across its user (documents within its entity scope), its unread and whether it
@@ -47,6 +50,6 @@ export class ReadModel extends Effect.Service<ReadModel>()("sophia/ReadModel", {
         return { posts: totals.posts, channels: totals.channels, open_waits: openWaits, unread, open: flags.open, documents }
       }))
 
-    return { envelope, counts, fleet } as const
+    return { envelope, counts, fleet, panorama } as const
   })
 }) {}

@@ -2,6 +2,7 @@ import { SqlClient } from "@effect/sql"
 import { Clock, Effect, Schema } from "effect"
 import type { Caller, ConnectionInfo } from "../../domain/Auth.js"
 import { connectionShort } from "../../domain/Auth.js"
+import type { OrphanReason } from "../../domain/Orphans.js"
 import { orphanOf, silentAfterSConfig } from "../../domain/Orphans.js"
 import type { WaitEdge, WaitGraphResult } from "../../domain/Waits.js"
 import { connectionRef } from "../../domain/Waits.js"
@@ -31,7 +32,21 @@ const EdgeRow = Schema.Struct({
   created_at: Schema.String
 })
 const decodeEdges = Schema.decodeUnknown(Schema.Array(EdgeRow))
-const decodeTargets = Schema.decodeUnknown(Schema.Array(Schema.Struct({ on_connection_id: Schema.String, created_at: Schema.String })))
+const decodeTargets = Schema.decodeUnknown(Schema.Array(Schema.Struct({
+  id: Schema.String,
+  waiter_connection_id: Schema.String,
+  on_connection_id: Schema.String,
+  created_at: Schema.String
+})))
+
+/** An open wait nobody will answer: who waits, on whom (connection ids), why and since when. */
+export interface OrphanedWait {
+  readonly wait_id: string
+  readonly waiter: string
+  readonly on: string
+  readonly reason: OrphanReason
+  readonly since: string
+}
 
 export const makeGraph = (leaseWaits: Effect.Effect.Success<ReturnType<typeof makeLeaseWaits>>) => Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
@@ -100,18 +115,27 @@ export const makeGraph = (leaseWaits: Effect.Effect.Success<ReturnType<typeof ma
   }, Effect.catchTag("SqlError", "ParseError", Effect.die)))
 
   /**
-   * How many open waits of the user nobody will answer (the count `wait_graph` lists as orphaned), without
-   * building the graph: only who each wait is on and since when.
+   * The open waits of the user nobody will answer (those `wait_graph` lists as orphaned), without building
+   * the graph: only who each wait is on and since when.
    */
   const openTargets = named("Waits.openTargets", (p: { userId: string }) =>
-    sql`SELECT on_connection_id, created_at FROM waits WHERE user_id = ${p.userId} AND status = 'open' AND pred_type <> 'lease_free'`)
-  const countOrphaned = spanned("Waits.countOrphaned", Effect.fnUntraced(function*(caller: Caller) {
-    const rows = yield* Effect.flatMap(openTargets({ userId: caller.userId }), decodeTargets)
-    if (rows.length === 0) return 0
-    const connections = yield* auth.connections(rows.map((r) => r.on_connection_id))
-    const now = yield* Clock.currentTimeMillis
-    return rows.filter((r) => orphanedWait(r, connections, now) !== undefined).length
-  }, Effect.catchTag("SqlError", "ParseError", Effect.die)))
+    sql`SELECT id, waiter_connection_id, on_connection_id, created_at FROM waits
+      WHERE user_id = ${p.userId} AND status = 'open' AND pred_type <> 'lease_free' ORDER BY created_at, id`)
+  const orphanedOf = (userId: string) =>
+    Effect.gen(function*() {
+      const rows = yield* Effect.flatMap(openTargets({ userId }), decodeTargets)
+      if (rows.length === 0) return []
+      const connections = yield* auth.connections(rows.map((r) => r.on_connection_id))
+      const now = yield* Clock.currentTimeMillis
+      return rows.flatMap((r): Array<OrphanedWait> => {
+        const gone = orphanedWait(r, connections, now)
+        return gone === undefined ? [] : [{ wait_id: r.id, waiter: r.waiter_connection_id, on: r.on_connection_id, ...gone }]
+      })
+    }).pipe(Effect.catchTag("SqlError", "ParseError", Effect.die))
+  /** How many open waits of the user nobody will answer. */
+  const countOrphaned = spanned("Waits.countOrphaned", (caller: Caller) => Effect.map(orphanedOf(caller.userId), (w) => w.length))
+  /** The open waits of the user nobody will answer, oldest first (`panorama`'s orphans). */
+  const orphaned = spanned("Waits.orphaned", (userId: string) => orphanedOf(userId))
 
   const countOpenOf = namedValues("Waits.countOpen", (p: { userId: string }) =>
     sql`SELECT COUNT(*) FROM waits WHERE user_id = ${p.userId} AND status = 'open'`)
@@ -132,5 +156,5 @@ export const makeGraph = (leaseWaits: Effect.Effect.Success<ReturnType<typeof ma
       Effect.catchTag("SqlError", Effect.die)
     ))
 
-  return { graph, countOrphaned, countOpen, openCountsByWaiter } as const
+  return { graph, countOrphaned, orphaned, countOpen, openCountsByWaiter } as const
 })
