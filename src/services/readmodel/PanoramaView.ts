@@ -77,14 +77,30 @@ export const COMPACT_MAX_TOKENS = 1400
  */
 export const estimateTokens = (text: string): number => {
   let n = 0
-  for (const [run] of text.matchAll(/[A-Za-z]+|[0-9]+|[!-/:-@[-`{-~]+|\s+|[^\x00-\x7f]/g)) {
-    const c = run.charCodeAt(0)
-    n += c > 0x7f ? 1
-      : /\s/.test(run) ? (run.length > 1 ? 1 : 0)
-      : (c >= 0x30 && c <= 0x39) ? Math.ceil(run.length / 3)
-      : /[A-Za-z]/.test(run[0]) ? Math.ceil(run.length / 5)
-      : Math.ceil(run.length / 3)
+  let kind = 0 // the current run: 0 none, 1 letters, 2 digits, 3 punctuation, 4 spaces
+  let length = 0
+  const close = () => {
+    if (kind === 1) n += Math.ceil(length / 5)
+    else if (kind === 2 || kind === 3) n += Math.ceil(length / 3)
+    else if (kind === 4 && length > 1) n += 1
   }
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    const k = c > 0x7f ? 0
+      : (c >= 0x61 && c <= 0x7a) || (c >= 0x41 && c <= 0x5a) ? 1
+      : c >= 0x30 && c <= 0x39 ? 2
+      : c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d ? 4
+      : 3
+    if (k === kind && k !== 0) {
+      length++
+      continue
+    }
+    close()
+    if (k === 0) n += 1 // any other character: one token
+    kind = k
+    length = 1
+  }
+  close()
   return n
 }
 
