@@ -135,7 +135,11 @@ const commands: ReadonlyArray<readonly [string, () => ReturnType<typeof timeRun>
   ["portal", () => timeRun([bin, "portal", "--db", db], app)],
   ["setup claude-code", () =>
     timeRun([bin, "setup", "claude-code", "--name", `setup-${run++}`, "--profile", "assistant", "--dir", path.join(work, `proj-${run}`), "--db", db], app)],
+  ["setup codex", () =>
+    timeRun([bin, "setup", "codex", "--name", `codex-${run++}`, "--profile", "assistant", "--dir", path.join(work, `proj-${run}`), "--db", db], app)],
   ["hook claude-code (PostToolUse)", () => timeRun([bin, "hook", "claude-code"], app, { env: agentEnv, input: hookInput })],
+  ["hook codex (agent-turn-complete)", () =>
+    timeRun([bin, "hook", "codex", JSON.stringify({ type: "agent-turn-complete", "turn-id": "1", cwd: repo })], app, { env: agentEnv })],
   ["watch --once (a post waiting)", () => (postForReader(), timeRun([bin, "watch", "--once"], app, { env: agentEnv }))],
   ["guard check", () => timeRun([bin, "guard", "check"], repo, { env: agentEnv })]
 ]

@@ -79,14 +79,49 @@ const bearerIn = (config: Json | undefined): string | undefined => {
   return typeof header === "string" && header.startsWith("Bearer ") ? header.slice(7) : undefined
 }
 
-const write = (file: string, before: Json | undefined, after: Json, what: string) =>
+/** Write `text` to `file` whole (a temporary file renamed), unless it already holds it; what was done, in words. */
+export const writeText = (file: string, before: string | undefined, text: string, what: string) =>
   Effect.sync(() => {
-    const text = JSON.stringify(after, null, 2) + "\n"
-    if (before !== undefined && JSON.stringify(before, null, 2) + "\n" === text) return `unchanged ${file}`
+    if (before === text) return `unchanged ${file}`
     fs.mkdirSync(path.dirname(file), { recursive: true })
     fs.writeFileSync(`${file}.sophia-tmp`, text)
     fs.renameSync(`${file}.sophia-tmp`, file) // whole or not at all
     return `${before === undefined ? "created" : "updated"} ${file} (${what})`
+  })
+
+const write = (file: string, before: Json | undefined, after: Json, what: string) =>
+  writeText(file, before === undefined ? undefined : JSON.stringify(before, null, 2) + "\n", JSON.stringify(after, null, 2) + "\n", what)
+
+/**
+ * The connection a setup writes: `--bearer`'s; else the one the folder already holds (`held`), when it is a
+ * live connection of that name (so a second run changes nothing); else a new one, minted now. And the
+ * daemon: `--url`, env SOPHIA_URL, the daemon serving this database (its recorded address answering), else
+ * the default address.
+ */
+export const connectionFor = (o: SetupOptions, held: string | undefined) =>
+  Effect.gen(function*() {
+    const store = yield* storeOf(o)
+    const found = yield* withServices(
+      store,
+      Effect.gen(function*() {
+        const auth = yield* Auth
+        const recorded = yield* (yield* Daemons).addresses()
+        const live = o.url ?? process.env.SOPHIA_URL ?? (yield* liveAddress(recorded))?.base_url ?? DEFAULT_URL
+        if (o.bearer !== undefined) return { bearer: o.bearer, minted: false, url: live }
+        if (held !== undefined) {
+          const caller = yield* Effect.option(auth.authenticate(held))
+          if (Option.isSome(caller) && caller.value.name === o.name) return { bearer: held, minted: false, url: live }
+        }
+        const m = yield* auth.createConnection({ name: o.name, profile: o.profile })
+        return { bearer: m.bearer, minted: true, url: live }
+      })
+    )
+    const who = found.minted
+      ? `minted connection "${o.name}" (${o.profile})`
+      : o.bearer !== undefined
+      ? "the connection of --bearer"
+      : `kept connection "${o.name}" (this folder already held its bearer)`
+    return { bearer: found.bearer, url: found.url.replace(/\/+$/, ""), who }
   })
 
 export const setupClaudeCode = (o: SetupOptions) =>
@@ -95,29 +130,7 @@ export const setupClaudeCode = (o: SetupOptions) =>
     const mcpFile = path.join(dir, ".mcp.json")
     const settingsFile = path.join(dir, ".claude", "settings.local.json")
     const [mcp, settings] = [yield* readJson(mcpFile), yield* readJson(settingsFile)]
-    const store = yield* storeOf(o)
-    const { bearer, minted, url } = yield* withServices(
-      store,
-      Effect.gen(function*() {
-        const auth = yield* Auth
-        const recorded = yield* (yield* Daemons).addresses()
-        const live = o.url ?? process.env.SOPHIA_URL ?? (yield* liveAddress(recorded))?.base_url ?? DEFAULT_URL
-        if (o.bearer !== undefined) return { bearer: o.bearer, minted: false, url: live }
-        // run again: the connection this folder already holds, when it is live and of that name
-        const held = bearerIn(mcp)
-        if (held !== undefined) {
-          const caller = yield* Effect.option(auth.authenticate(held))
-          if (Option.isSome(caller) && caller.value.name === o.name) return { bearer: held, minted: false, url: live }
-        }
-        const m = yield* auth.createConnection({ name: o.name, profile: o.profile })
-        return { bearer: m.bearer, minted: true, url: live }
-      }))
-    const base = url.replace(/\/+$/, "")
-    const who = minted
-      ? `minted connection "${o.name}" (${o.profile})`
-      : o.bearer !== undefined
-      ? "the connection of --bearer"
-      : `kept connection "${o.name}" (this folder already held its bearer)`
+    const { bearer, url: base, who } = yield* connectionFor(o, bearerIn(mcp))
     const lines = [
       who,
       yield* write(mcpFile, mcp, withServer(mcp, base, bearer), "MCP server sophia"),
