@@ -28,6 +28,7 @@ const SERVICE_SUITE = [
   "test/LedgerProperties.test.ts",
   "test/Migrations.test.ts",
   "test/NamedStatements.test.ts",
+  "test/Notifications.test.ts",
   "test/Observed.test.ts",
   "test/Orient.test.ts",
   "test/Orphans.test.ts",

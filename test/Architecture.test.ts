@@ -200,7 +200,12 @@ describe("domain events", () => {
     ["ConnectionRevoked", "Ledger.observeRevocation", "isolated"],
     ["LeaseChanged", "Waits.onLeaseChanged", "atomic"],
     ["LeaseChanged", "Waits.onLeaseGranted", "refusing"],
-    ["WaitResolved", "Ledger.observeWait", "isolated"]
+    ["WaitResolved", "Ledger.observeWait", "isolated"],
+    ["ApprovalRequested", "Notifications.onApprovalRequested", "atomic"],
+    ["ApprovalDecided", "Notifications.onApprovalDecided", "atomic"],
+    ["WaitResolved", "Notifications.onWaitResolved", "atomic"],
+    ["ConnectionRevoked", "Notifications.onConnectionRevoked", "atomic"],
+    ["ConnectionSilent", "Notifications.onConnectionSilent", "atomic"]
   ] as const
   const byEvent = (wiring: ReadonlyArray<readonly [string, string, string]>) => {
     const events: Record<string, Array<string>> = {}

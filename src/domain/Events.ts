@@ -40,6 +40,18 @@ export class ConnectionRevoked extends Schema.TaggedClass<ConnectionRevoked>()("
   at: Schema.String
 }) {}
 
+/**
+ * A live connection went silent: no call and no beacon for `SOPHIA_SILENT_AFTER_S` (the sweep notices it, once per
+ * silence: a call after it and a new silence is another). Its claims and leases are orphaned from then on.
+ */
+export class ConnectionSilent extends Schema.TaggedClass<ConnectionSilent>()("ConnectionSilent", {
+  user_id: Schema.String,
+  connection_id: Schema.String,
+  /** when it was last seen (its creation if never) */
+  since: Schema.String,
+  at: Schema.String
+}) {}
+
 /** A wait left `open` with one of the three resolutions (cancellations are not resolutions). */
 export class WaitResolved extends Schema.TaggedClass<WaitResolved>()("WaitResolved", {
   user_id: Schema.String,
@@ -112,6 +124,7 @@ export const DomainEvent = Schema.Union(
   PostLanded,
   ConnectionCreated,
   ConnectionRevoked,
+  ConnectionSilent,
   WaitResolved,
   ApprovalRequested,
   ApprovalDecided,

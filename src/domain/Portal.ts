@@ -23,6 +23,20 @@ export class PortalLoginRefused extends Schema.TaggedError<PortalLoginRefused>()
   }
 }
 
+/**
+ * An approve link (a notification's `links.approve`: a one-time login limited to one approval) that is unknown,
+ * already used, expired, or for another approval: it opens nothing.
+ */
+export class ApproveLinkRefused extends Schema.TaggedError<ApproveLinkRefused>()("ApproveLinkRefused", {
+  reason: Schema.Literal("unknown", "used", "expired")
+}) {
+  override get message() {
+    return `this approve link is ${
+      this.reason === "unknown" ? "not valid" : this.reason === "used" ? "already used" : "expired (it is valid 15 minutes)"
+    }; open the approval from the portal (\`sophia portal\` prints a login link)`
+  }
+}
+
 /** A freshly minted one-time login token (shown once, stored as a hash). */
 export interface PortalLogin {
   readonly token: string
@@ -43,6 +57,8 @@ export interface PortalSession {
   readonly user_id: string
   readonly csrf: string
   readonly expires_at: string
+  /** the one approval a session opened by an approve link may see and decide (null: the owner's full session) */
+  readonly approval_id: string | null
 }
 
 /**

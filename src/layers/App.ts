@@ -46,6 +46,7 @@ export { PgLive } from "./Pg.js"
 const storeOf = (store: string | StoreChoice) => storeLayer(typeof store === "string" ? { filename: store } : store).pipe(Layer.orDie)
 import { SweepLive } from "./Sweep.js"
 import { CrossDaemonEvents } from "./CrossDaemon.js"
+import { NotifyWorker } from "./NotifyWorker.js"
 
 /**
  * Who hears what: the sandbox's in-memory subscriber first, then every subscriber that writes to the store
@@ -178,11 +179,11 @@ const RecordedAddress = Layer.scopedDiscard(Effect.gen(function*() {
 }))
 
 /**
- * The served daemon: the app plus the HTTP transport; on Postgres, committed events also travel to and
+ * The served daemon: the app plus the HTTP transport and the notifications' worker; on Postgres, committed events also travel to and
  * from the other daemons on the same database (LISTEN/NOTIFY; a no-op on SQLite).
  */
 export const ServeLive = (options: { readonly store: StoreChoice } & Http.HttpConfig) =>
-  Layer.mergeAll(RecordedAddress.pipe(Layer.provideMerge(Http.layer(options))), SweepLive, SandboxWarmUp, CrossDaemonEvents).pipe(
+  Layer.mergeAll(Layer.merge(RecordedAddress, NotifyWorker).pipe(Layer.provideMerge(Http.layer(options))), SweepLive, SandboxWarmUp, CrossDaemonEvents).pipe(
     // the owner's portal under /portal (Http.ts hands it those paths); provided, not exported, so the
     // published type of ServeLive names no Node HTTP types (an embedder's type-check needs no @types/node)
     // (its `Create connection` prints client entries for this store and this process's bin)

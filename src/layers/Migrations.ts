@@ -17,6 +17,8 @@ import connectionElicitation from "./migrations/0014_connection_elicitation.js"
 import leases from "./migrations/0015_leases.js"
 import hooksReceipts from "./migrations/0017_hooks_receipts.js"
 import leaseHolders from "./migrations/0018_lease_holders.js"
+import notifications from "./migrations/0019_notifications.js"
+import approveLinksSilences from "./migrations/0020_approve_links_silences.js"
 
 /**
  * Every schema change, in order, as a static record (no file-system loader: the daemon runs from
@@ -39,7 +41,9 @@ export const migrations = {
   "0014_connection_elicitation": connectionElicitation,
   "0015_leases": leases,
   "0017_hooks_receipts": hooksReceipts,
-  "0018_lease_holders": leaseHolders
+  "0018_lease_holders": leaseHolders,
+  "0019_notifications": notifications,
+  "0020_approve_links_silences": approveLinksSilences
 }
 
 export const runMigrations = Migrator.make({})({

@@ -14,6 +14,7 @@ import { Coordination } from "../services/Coordination.js"
 import { Daemons } from "../services/Daemons.js"
 import { Events } from "../services/Events.js"
 import { Leases } from "../services/Leases.js"
+import { Notifications } from "../services/Notifications.js"
 import { Portal } from "../services/Portal.js"
 import { Ledger } from "../services/Ledger.js"
 import { Waits } from "../services/Waits.js"
@@ -35,6 +36,7 @@ export const subscribeStoreSubscribers = Effect.gen(function*() {
   const waits = yield* Waits
   const ledger = yield* Ledger
   const coordination = yield* Coordination
+  const notifications = yield* Notifications
   // a new connection starts where Coordination records it (caught up unless minted with its backlog), or is not minted
   yield* events.subscribe({
     on: "ConnectionCreated",
@@ -87,6 +89,39 @@ export const subscribeStoreSubscribers = Effect.gen(function*() {
     when: ledger.observesWait,
     handle: ledger.observeWait
   })
+  // the owner's notifications: written to the outbox with the event they report, or the write does not happen
+  // (only the user's targets subscribed to it get a row; with none, one indexed read)
+  yield* events.subscribe({
+    on: "ApprovalRequested",
+    name: "Notifications.onApprovalRequested",
+    policy: "atomic",
+    handle: notifications.onApprovalRequested
+  })
+  yield* events.subscribe({
+    on: "ApprovalDecided",
+    name: "Notifications.onApprovalDecided",
+    policy: "atomic",
+    handle: notifications.onApprovalDecided
+  })
+  yield* events.subscribe({
+    on: "WaitResolved",
+    name: "Notifications.onWaitResolved",
+    policy: "atomic",
+    when: notifications.endsBadly,
+    handle: notifications.onWaitResolved
+  })
+  yield* events.subscribe({
+    on: "ConnectionRevoked",
+    name: "Notifications.onConnectionRevoked",
+    policy: "atomic",
+    handle: notifications.onConnectionRevoked
+  })
+  yield* events.subscribe({
+    on: "ConnectionSilent",
+    name: "Notifications.onConnectionSilent",
+    policy: "atomic",
+    handle: notifications.onConnectionSilent
+  })
 })
 
 /** The store-facing services below the ledger (each provided the ones it asks); `coordination` as `storeServices` says. */
@@ -104,8 +139,8 @@ export const storeServices = <E = never, R = never, E2 = never, R2 = never>(
   ledger: Layer.Layer<Ledger, E, R | Auth | Events | SqlClient.SqlClient> = Ledger.Default,
   coordination: Layer.Layer<Coordination, E2, R2 | Auth | Events | Wakeups | SqlClient.SqlClient> = Coordination.Default
 ) =>
-  // the wait graph asks the ledger for the claims half of its orphans
-  Waits.Default.pipe(Layer.provideMerge(ledger), Layer.provideMerge(coreServices(coordination)))
+  // the wait graph asks the ledger for the claims half of its orphans; notifications of orphans ask it for claims too
+  Layer.merge(Waits.Default, Notifications.Default).pipe(Layer.provideMerge(ledger), Layer.provideMerge(coreServices(coordination)))
 
 /**
  * What a `sophia` command runs on: the services that keep the graph over the store it names, with every

@@ -9,6 +9,7 @@ import { makeLookups } from "./auth/Lookups.js"
 import { decodeName, makeMinting } from "./auth/Minting.js"
 import type { MintedConnection } from "./auth/Rows.js"
 import { toInfo } from "./auth/Rows.js"
+import { makeSilence } from "./auth/Silence.js"
 import { makeAuthStore } from "./auth/Store.js"
 import { Events } from "./Events.js"
 import { spanned } from "./Spans.js"
@@ -32,6 +33,7 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
     const { countUsers, listRows, liveRowsOfUser, userIdByName, findClash, revokeRow, renameRow, findById } = store
     const { ensureUser, mint } = yield* makeMinting(store)
     const { authenticate, touch, get, connections, names, liveOf } = makeLookups(store)
+    const { noticeSilence } = yield* makeSilence(events)
 
     /**
      * Mint a connection for a user (created if new; the owner when none is named). The bearer is returned
@@ -167,7 +169,10 @@ export class Auth extends Effect.Service<Auth>()("sophia/Auth", {
       get,
       connections,
       names,
-      authorize
+      authorize,
+      /** A user's id by name (the owner unless named): whose notification targets a CLI command means. */
+      userIdOf: spanned("Auth.userIdOf", (user?: string) => Effect.orDie(userIdByName(user ?? OWNER))),
+      noticeSilence
     } as const
   })
 }) {}

@@ -111,6 +111,12 @@ export class Leases extends Effect.Service<Leases>()("sophia/Leases", {
     /** The caller's own active leases (orient). */
     const mine = spanned("Leases.mine", (caller: Caller) => lists.mine(caller))
 
+    /** The active leases a connection holds, as stored (a notification that its holder is gone names them). */
+    const heldBy = spanned("Leases.heldBy", (userId: string, connectionId: string) =>
+      Effect.flatMap(Clock.currentTimeMillis, (now) => store.activeOfConnection(userId, connectionId, now)).pipe(
+        Effect.map((rows) => rows.map((l) => ({ lease_id: l.id, project: l.project, resources: l.resources })))
+      ))
+
     /** The user's active leases by holder (the portal's Fleet). */
     const byConnection = spanned("Leases.byConnection", (userId: string) => lists.byConnection(userId))
 
@@ -142,6 +148,6 @@ export class Leases extends Effect.Service<Leases>()("sophia/Leases", {
         return ended
       }).pipe(die))
 
-    return { acquire, renew, release, releaseAsOwner, list, mine, byConnection, ofWork, blockers, sweep } as const
+    return { acquire, renew, release, releaseAsOwner, list, mine, heldBy, byConnection, ofWork, blockers, sweep } as const
   })
 }) {}

@@ -4,7 +4,8 @@ import { createHash, randomBytes, randomUUID, timingSafeEqual } from "node:crypt
 import type { Caller } from "../domain/Auth.js"
 import { ConnectionId, connectionShort, UserId } from "../domain/Auth.js"
 import type { PortalLogin, PortalSession, PortalSessionOpened } from "../domain/Portal.js"
-import { DEFAULT_SESSION_HOURS, LOGIN_LINK_TTL_MS, PortalLoginRefused } from "../domain/Portal.js"
+import { APPROVE_LINK_TTL_MS } from "../domain/Notifications.js"
+import { ApproveLinkRefused, DEFAULT_SESSION_HOURS, LOGIN_LINK_TTL_MS, PortalLoginRefused } from "../domain/Portal.js"
 import { Auth } from "./Auth.js"
 import { spanned } from "./Spans.js"
 import { makeStatements } from "./store/Statements.js"
@@ -20,14 +21,16 @@ const decodeLogins = Schema.decodeUnknown(Schema.Array(Schema.Struct({
   token_hash: Schema.String,
   user_id: Schema.String,
   expires_at: Schema.String,
-  used_at: Schema.NullOr(Schema.String)
+  used_at: Schema.NullOr(Schema.String),
+  approval_id: Schema.NullOr(Schema.String)
 })))
 const decodeSessions = Schema.decodeUnknown(Schema.Array(Schema.Struct({
   id: Schema.String,
   user_id: Schema.String,
   csrf: Schema.String,
   expires_at: Schema.String,
-  revoked_at: Schema.NullOr(Schema.String)
+  revoked_at: Schema.NullOr(Schema.String),
+  approval_id: Schema.NullOr(Schema.String)
 })))
 const decodeIdentities = Schema.decodeUnknown(Schema.Array(Schema.Struct({ connection_id: Schema.String })))
 const decodeOwners = Schema.decodeUnknown(Schema.Array(Schema.Struct({ user_id: Schema.String })))
@@ -40,9 +43,9 @@ const makePortalRows = Effect.gen(function*() {
     sql`SELECT connection_id FROM portal_identity WHERE user_id = ${p.userId}`)
   const ownerRows = named("Portal.owner", () => sql`SELECT user_id FROM portal_identity ORDER BY user_id LIMIT 1`)
   const loginRows = named("Portal.login", (p: { hash: string }) =>
-    sql`SELECT token_hash, user_id, expires_at, used_at FROM portal_logins WHERE token_hash = ${p.hash}`)
+    sql`SELECT token_hash, user_id, expires_at, used_at, approval_id FROM portal_logins WHERE token_hash = ${p.hash}`)
   const sessionRows = named("Portal.session", (p: { hash: string }) =>
-    sql`SELECT id, user_id, csrf, expires_at, revoked_at FROM portal_sessions WHERE token_hash = ${p.hash}`)
+    sql`SELECT id, user_id, csrf, expires_at, revoked_at, approval_id FROM portal_sessions WHERE token_hash = ${p.hash}`)
   return {
     sql,
     identityOf: (userId: string) =>
@@ -54,6 +57,9 @@ const makePortalRows = Effect.gen(function*() {
     login: (hash: string) => Effect.map(Effect.flatMap(loginRows({ hash }), decodeLogins), (rows) => rows[0]),
     insertLogin: named("Portal.insertLogin", (p: { hash: string; userId: string; at: string; expires: string }) =>
       sql`INSERT INTO portal_logins (token_hash, user_id, created_at, expires_at) VALUES (${p.hash}, ${p.userId}, ${p.at}, ${p.expires})`),
+    insertApproveLogin: named("Portal.insertApproveLogin", (p: { hash: string; userId: string; at: string; expires: string; approvalId: string }) =>
+      sql`INSERT INTO portal_logins (token_hash, user_id, created_at, expires_at, approval_id)
+        VALUES (${p.hash}, ${p.userId}, ${p.at}, ${p.expires}, ${p.approvalId})`),
     // the conditional update that wins a link, once
     useLogin: named("Portal.useLogin", (p: { hash: string; at: string }) =>
       sql`UPDATE portal_logins SET used_at = ${p.at} WHERE token_hash = ${p.hash} AND used_at IS NULL RETURNING token_hash`),
@@ -61,6 +67,17 @@ const makePortalRows = Effect.gen(function*() {
     insertSession: named("Portal.insertSession", (p: { id: string; hash: string; userId: string; csrf: string; at: string; expires: string }) =>
       sql`INSERT INTO portal_sessions (id, token_hash, user_id, csrf, created_at, expires_at)
         VALUES (${p.id}, ${p.hash}, ${p.userId}, ${p.csrf}, ${p.at}, ${p.expires})`),
+    insertScopedSession: named("Portal.insertScopedSession", (p: {
+      id: string
+      hash: string
+      userId: string
+      csrf: string
+      at: string
+      expires: string
+      approvalId: string
+    }) =>
+      sql`INSERT INTO portal_sessions (id, token_hash, user_id, csrf, created_at, expires_at, approval_id)
+        VALUES (${p.id}, ${p.hash}, ${p.userId}, ${p.csrf}, ${p.at}, ${p.expires}, ${p.approvalId})`),
     endSession: named("Portal.logout", (p: { id: string; at: string }) =>
       sql`UPDATE portal_sessions SET revoked_at = ${p.at} WHERE id = ${p.id} AND revoked_at IS NULL`),
     endSessions: named("Portal.logoutAll", (p: { at: string }) =>
@@ -96,6 +113,53 @@ const makeIdentity = (rows: PortalRows, auth: Effect.Effect.Success<typeof Auth>
   })
 
 /**
+ * Approve links (docs/architecture.md, "Notifications"): one-time logins limited to one approval, and the sessions
+ * they open, which see and decide that approval only.
+ */
+const makeApproveLinks = (rows: PortalRows, sql: SqlClient.SqlClient, sessionMs: number) => {
+  /**
+   * An approve link's token for a notification of `approvalId` (written in the transaction that writes the
+   * notification): a one-time login limited to that approval, valid `APPROVE_LINK_TTL_MS`.
+   */
+  const mintApproveLink = spanned(
+    "Portal.mintApproveLink",
+    Effect.fnUntraced(function*(userId: string, approvalId: string) {
+      const now = yield* Clock.currentTimeMillis
+      const token = mint("spa_")
+      const expires = iso(now + APPROVE_LINK_TTL_MS)
+      yield* rows.insertApproveLogin({ hash: sha256(token), userId, at: iso(now), expires, approvalId })
+      return { token, expires_at: expires } satisfies PortalLogin
+    }, Effect.catchTag("SqlError", Effect.die))
+  )
+
+  /**
+   * Redeem an approve link for `approvalId`, once: the session it opens sees and decides that approval only,
+   * and lasts no longer than the link would have.
+   */
+  const redeemApproveLink = spanned(
+    "Portal.redeemApproveLink",
+    Effect.fnUntraced(function*(token: string, approvalId: string) {
+      const now = yield* Clock.currentTimeMillis
+      const hash = sha256(token)
+      const login = yield* rows.login(hash)
+      if (login === undefined || login.approval_id !== approvalId) return yield* new ApproveLinkRefused({ reason: "unknown" })
+      if (login.used_at !== null) return yield* new ApproveLinkRefused({ reason: "used" })
+      if (login.expires_at <= iso(now)) return yield* new ApproveLinkRefused({ reason: "expired" })
+      const won = yield* rows.useLogin({ hash, at: iso(now) })
+      if (won.length === 0) return yield* new ApproveLinkRefused({ reason: "used" })
+      const sessionToken = mint("sps_")
+      const csrf = randomBytes(32).toString("base64url")
+      const lasts = Math.min(sessionMs, APPROVE_LINK_TTL_MS)
+      const expires = iso(now + lasts)
+      yield* rows.insertScopedSession({ id: randomUUID(), hash: sha256(sessionToken), userId: login.user_id, csrf, at: iso(now), expires, approvalId })
+      return { session_token: sessionToken, csrf, expires_at: expires, max_age_s: Math.floor(lasts / 1000) } satisfies PortalSessionOpened
+    }, sql.withTransaction, Effect.catchTag("SqlError", "ParseError", Effect.die))
+  )
+
+  return { mintApproveLink, redeemApproveLink } as const
+}
+
+/**
  * The owner's browser sessions: one-time login links, sessions (revocable, expiring), CSRF tokens, and
  * the connection the portal acts as. The portal's caller has the `portal` profile (no elevated gate), and
  * its connection is a real row owned by the owner — what it writes is journaled as the owner's portal.
@@ -114,6 +178,7 @@ export class Portal extends Effect.Service<Portal>()("sophia/Portal", {
     )
     const sessionMs = Math.max(1, Math.round(sessionHours * 3_600_000))
     const nowMs = Effect.map(Clock.currentTimeMillis, iso)
+    const { mintApproveLink, redeemApproveLink } = makeApproveLinks(rows, sql, sessionMs)
 
     /** The caller the portal acts as for a session's user: the portal connection with the `portal` profile. */
     const callerFor = spanned(
@@ -160,7 +225,8 @@ export class Portal extends Effect.Service<Portal>()("sophia/Portal", {
         const now = yield* Clock.currentTimeMillis
         const hash = sha256(token)
         const login = yield* rows.login(hash)
-        if (login === undefined) return yield* new PortalLoginRefused({ reason: "unknown" })
+        // an approve link opens its approval only, never the whole portal
+        if (login === undefined || login.approval_id !== null) return yield* new PortalLoginRefused({ reason: "unknown" })
         if (login.used_at !== null) return yield* new PortalLoginRefused({ reason: "used" })
         if (login.expires_at <= iso(now)) return yield* new PortalLoginRefused({ reason: "expired" })
         const won = yield* rows.useLogin({ hash, at: iso(now) })
@@ -181,7 +247,13 @@ export class Portal extends Effect.Service<Portal>()("sophia/Portal", {
         const row = yield* rows.session(sha256(sessionToken))
         if (row === undefined || row.revoked_at !== null) return Option.none<PortalSession>()
         if (row.expires_at <= iso(yield* Clock.currentTimeMillis)) return Option.none<PortalSession>()
-        return Option.some<PortalSession>({ session_id: row.id, user_id: row.user_id, csrf: row.csrf, expires_at: row.expires_at })
+        return Option.some<PortalSession>({
+          session_id: row.id,
+          user_id: row.user_id,
+          csrf: row.csrf,
+          expires_at: row.expires_at,
+          approval_id: row.approval_id
+        })
       }, Effect.catchTag("SqlError", "ParseError", Effect.die))
     )
 
@@ -207,6 +279,17 @@ export class Portal extends Effect.Service<Portal>()("sophia/Portal", {
       }, Effect.catchTag("SqlError", Effect.die))
     )
 
-    return { callerFor, connectionOf, mintLogin, redeem, session, csrfMatches, logout, logoutAll } as const
+    return {
+      callerFor,
+      connectionOf,
+      mintLogin,
+      redeem,
+      mintApproveLink,
+      redeemApproveLink,
+      session,
+      csrfMatches,
+      logout,
+      logoutAll
+    } as const
   })
 }) {}

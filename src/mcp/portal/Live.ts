@@ -18,6 +18,7 @@ const liveNamesOf = (event: DomainEvent): ReadonlyArray<string> => {
     case "ConnectionCreated":
       return ["fleet"]
     case "ConnectionRevoked":
+    case "ConnectionSilent":
       return ["fleet", "waits"]
     case "ApprovalRequested":
     case "ApprovalDecided":

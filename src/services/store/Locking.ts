@@ -52,3 +52,9 @@ export const forShare = (sql: SqlClient.SqlClient) => sql.literal(writersConcurr
  */
 export const whenWritersConcurrent = <E>(sql: SqlClient.SqlClient, effect: Effect.Effect<void, E>): Effect.Effect<void, E> =>
   writersConcurrent(sql) ? effect : Effect.void
+
+/**
+ * `FOR UPDATE SKIP LOCKED` on Postgres: claim rows no other transaction holds, skipping those it does (several
+ * daemons taking due work from one queue, each row once); nothing on SQLite, whose single writer claims alone.
+ */
+export const skipLocked = (sql: SqlClient.SqlClient) => sql.literal(writersConcurrent(sql) ? "FOR UPDATE SKIP LOCKED" : "")
