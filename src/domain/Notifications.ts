@@ -28,9 +28,12 @@ export const JITTER = 0.2
 /** An approve link (a one-time login limited to its approval) is valid this long, and once. */
 export const APPROVE_LINK_TTL_MS = 15 * 60_000
 
-/** The wait before attempt `attempts + 1`, after `attempts` failed (1 s doubling), scaled by `jitter` in [-1, 1]. */
-export const backoffMs = (attempts: number, jitter: number) =>
-  Math.round(FIRST_BACKOFF_MS * 2 ** Math.max(0, attempts - 1) * (1 + JITTER * Math.max(-1, Math.min(1, jitter))))
+/**
+ * The wait before attempt `attempts + 1`, after `attempts` failed (`first` ms, 1 s unless configured, doubling),
+ * scaled by `jitter` in [-1, 1].
+ */
+export const backoffMs = (attempts: number, jitter: number, first = FIRST_BACKOFF_MS) =>
+  Math.round(first * 2 ** Math.max(0, attempts - 1) * (1 + JITTER * Math.max(-1, Math.min(1, jitter))))
 
 export const TargetUrl = Schema.String.pipe(
   Schema.maxLength(2048),

@@ -6,6 +6,7 @@ import { Approvals } from "../../services/Approvals.js"
 import { Auth } from "../../services/Auth.js"
 import { Leases } from "../../services/Leases.js"
 import { Ledger } from "../../services/Ledger.js"
+import { Notifications } from "../../services/Notifications.js"
 import { Portal } from "../../services/Portal.js"
 import { Dispatcher } from "../Dispatch.js"
 import { newConnectionConfigs, PortalDaemon } from "./Daemon.js"
@@ -47,6 +48,7 @@ export const makeActions = Effect.gen(function*() {
   const approvals = yield* Approvals
   const ledger = yield* Ledger
   const leases = yield* Leases
+  const notifications = yield* Notifications
   // the daemon's store and bin, for the stdio entry (`ServeLive` provides them)
   const daemon = yield* Effect.serviceOption(PortalDaemon)
 
@@ -91,6 +93,33 @@ export const makeActions = Effect.gen(function*() {
       (outcome) => done("/portal/approvals", Either.map(outcome, (a) => `${a.status}: ${a.tool} by ${a.connection_name}`))
     )
 
+  /** The Notifications page's actions: add a target, test or remove one, retry a dead letter (the session user's). */
+  const notify = (path: string, session: PortalSession, form: URLSearchParams): Effect.Effect<ActionOutcome> | undefined => {
+    const page = "/portal/notifications"
+    const user = session.user_id
+    let m: RegExpExecArray | null
+    if (path === page) {
+      const secret = form.get("secret") ?? ""
+      const input = {
+        url: form.get("url") ?? "",
+        events: form.getAll("events"),
+        format: form.get("format") ?? "json",
+        ...(secret !== "" ? { secret } : {})
+      }
+      return Effect.map(Effect.either(notifications.addTarget(user, input)), (o) => done(page, Either.map(o, (t) => `added ${t.url}`)))
+    }
+    if ((m = /^\/portal\/notifications\/([0-9a-f-]{36})\/(test|remove)$/.exec(path))) {
+      const id = m[1]
+      return m[2] === "test"
+        ? Effect.map(Effect.either(notifications.sendTest(user, id)), (o) => done(page, Either.map(o, (t) => `test notification ${t.notification_id} queued`)))
+        : Effect.map(Effect.either(notifications.removeTarget(user, id)), (o) => done(page, Either.map(o, (t) => `removed ${t.url}`)))
+    }
+    if ((m = /^\/portal\/notifications\/dead\/([0-9a-f-]{36})\/retry$/.exec(path))) {
+      return Effect.map(Effect.either(notifications.retry(user, m[1])), (o) => done(page, Either.map(o, (n) => `retrying ${n.event} ${n.id}`)))
+    }
+    return undefined
+  }
+
   /** The action at `path` for this session (`mcpUrl`: the daemon's MCP endpoint, for a new connection's config). */
   const act = (path: string, session: PortalSession, form: URLSearchParams, mcpUrl: string): Effect.Effect<ActionOutcome> =>
     Effect.gen(function*() {
@@ -124,7 +153,7 @@ export const makeActions = Effect.gen(function*() {
             return done("/portal/knowledge", Either.map(outcome, () => `reverted ${id}`))
           }))
       }
-      return { _tag: "NoSuchAction" } as const
+      return yield* (notify(path, session, form) ?? Effect.succeed({ _tag: "NoSuchAction" } as const))
     })
 
   return { act } as const

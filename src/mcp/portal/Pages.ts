@@ -24,14 +24,15 @@ export type ChainEvent = ResultOf<Ledger["events"]>[number]
 export type Mutation = ResultOf<Knowledge["mutations"]>[number]
 export type DocumentPage = ResultOf<Knowledge["recentDocuments"]>
 
-/** The six pages of the contract, in nav order: [path, visible name]. */
+/** The six pages of the contract and Notifications, in nav order: [path, visible name]. */
 export const NAV = [
   ["/portal", "Fleet"],
   ["/portal/approvals", "Approvals"],
   ["/portal/channels", "Channels"],
   ["/portal/waits", "Waits"],
   ["/portal/ledger", "Ledger"],
-  ["/portal/knowledge", "Knowledge"]
+  ["/portal/knowledge", "Knowledge"],
+  ["/portal/notifications", "Notifications"]
 ] as const
 export type PageName = (typeof NAV)[number][1]
 
@@ -40,6 +41,8 @@ export interface Frame {
   readonly page: PageName
   readonly notice?: string | undefined
   readonly error?: string | undefined
+  /** a session opened by an approve link: it sees one approval, so no navigation is offered */
+  readonly scoped?: boolean | undefined
 }
 
 /** A POST form with the CSRF token: every state change is one of these (a real `<button>` named by its verb). */
@@ -57,11 +60,13 @@ export const layoutPage = (frame: Frame, live: ReadonlyArray<string>, body: Html
 <title>${frame.page} · Sophia</title><link rel="stylesheet" href="/portal/assets/portal.css">
 <script src="/portal/assets/portal.js" defer></script></head>
 <body><a class="skip" href="#main">Skip to content</a>
-<header><span class="brand">Sophia</span><nav aria-label="Portal"><ul>${
-    NAV.map(([href, name]) =>
-      html`<li><a href="${href}"${name === frame.page ? new Html(" aria-current=\"page\"") : ""}>${name}</a></li>`
-    )
-  }</ul></nav>${form(frame.csrf, "/portal/logout", "Log out")}<span class="live-state" aria-live="polite" id="live-state"></span></header>
+<header><span class="brand">Sophia</span>${
+    frame.scoped === true ? "" : html`<nav aria-label="Portal"><ul>${
+      NAV.map(([href, name]) =>
+        html`<li><a href="${href}"${name === frame.page ? new Html(" aria-current=\"page\"") : ""}>${name}</a></li>`
+      )
+    }</ul></nav>`
+  }${form(frame.csrf, "/portal/logout", "Log out")}<span class="live-state" aria-live="polite" id="live-state"></span></header>
 <main id="main" tabindex="-1"><h1>${frame.page}</h1>
 ${frame.notice ? html`<p class="notice" role="status">${frame.notice}</p>` : ""}
 ${frame.error ? html`<p class="error" role="alert">${frame.error}</p>` : ""}
@@ -207,8 +212,8 @@ export const approvalsBody = (csrf: string, page: PendingPage, recent: ReadonlyA
   }</section>`
 
 /** One approval with every character of its arguments (`undefined`: no such approval). */
-export const approvalBody = (csrf: string, id: string, approval: ApprovalInFull | undefined) =>
-  html`<p><a href="/portal/approvals">All pending approvals</a></p>${
+export const approvalBody = (csrf: string, id: string, approval: ApprovalInFull | undefined, scoped = false) =>
+  html`${scoped ? "" : html`<p><a href="/portal/approvals">All pending approvals</a></p>`}${
     approval === undefined ? html`<p class="error" role="alert">No approval ${id}.</p>` : approvalRow(csrf, approval)
   }`
 

@@ -9,6 +9,7 @@ import { Auth } from "../../services/Auth.js"
 import { Coordination } from "../../services/Coordination.js"
 import { Knowledge } from "../../services/Knowledge.js"
 import { Leases } from "../../services/Leases.js"
+import { Notifications } from "../../services/Notifications.js"
 import { Ledger } from "../../services/Ledger.js"
 import { ReadModel } from "../../services/readmodel/ReadModel.js"
 import { Waits } from "../../services/Waits.js"
@@ -16,6 +17,7 @@ import { formatParseError } from "../ParseIssues.js"
 import type { Html } from "./Html.js"
 import { html } from "./Html.js"
 import { fleetLeases, workLeases } from "./Leases.js"
+import { addTargetForm, notificationsBody } from "./Notifications.js"
 import * as Pages from "./Pages.js"
 import { uuidsIn } from "./Words.js"
 
@@ -44,7 +46,8 @@ export const PAGES: Readonly<Record<string, Page>> = {
     extra: (csrf, query) => query.get("work") ? html`` : Pages.form(csrf, "/portal/ledger/verify", "Verify ledger")
   },
   // the search form stands above the region, so a refresh never drops what is being typed into it
-  "/portal/knowledge": { name: "Knowledge", live: ["knowledge"], extra: (_csrf, query) => Pages.knowledgeSearchForm((query.get("q") ?? "").trim()) }
+  "/portal/knowledge": { name: "Knowledge", live: ["knowledge"], extra: (_csrf, query) => Pages.knowledgeSearchForm((query.get("q") ?? "").trim()) },
+  "/portal/notifications": { name: "Notifications", live: [], extra: (csrf) => addTargetForm(csrf) }
 }
 
 /** The longest approval id looked up (ids are `apr-` and a UUID; `approval_id` arguments are at most 128). */
@@ -71,6 +74,7 @@ export const makeRegions = Effect.gen(function*() {
   const ledger = yield* Ledger
   const knowledge = yield* Knowledge
   const leases = yield* Leases
+  const notifications = yield* Notifications
 
   const fleetRegion = ({ frame }: RegionInput) =>
     Effect.map(readModel.fleet(), (view) =>
@@ -85,7 +89,7 @@ export const makeRegions = Effect.gen(function*() {
       const one = query.get("approval")
       if (one !== null) {
         const found = one.length <= APPROVAL_ID_MAX ? yield* approvals.approvalInFull(one) : Option.none()
-        return Pages.approvalBody(frame.csrf, one.slice(0, APPROVAL_ID_MAX), Option.getOrUndefined(found))
+        return Pages.approvalBody(frame.csrf, one.slice(0, APPROVAL_ID_MAX), Option.getOrUndefined(found), frame.scoped === true)
       }
       const page = yield* approvals.pendingPage({
         before: Pages.approvalCursorOf(query.get("before")),
@@ -159,13 +163,21 @@ export const makeRegions = Effect.gen(function*() {
       return Pages.knowledgeBody(frame.csrf, documents, facts, journal, names)
     })
 
+  /** The session user's notification targets, dead letters and newest notifications. */
+  const notificationsRegion = ({ frame, caller }: RegionInput) =>
+    Effect.gen(function*() {
+      const targets = yield* notifications.listTargets(caller.userId)
+      return notificationsBody(frame.csrf, targets, yield* notifications.notifications(caller.userId))
+    })
+
   const regions: Readonly<Record<string, (input: RegionInput) => Effect.Effect<Html, { readonly message: string }>>> = {
     "/portal": fleetRegion,
     "/portal/approvals": approvalsRegion,
     "/portal/channels": channelsRegion,
     "/portal/waits": waitsRegion,
     "/portal/ledger": ledgerRegion,
-    "/portal/knowledge": knowledgeRegion
+    "/portal/knowledge": knowledgeRegion,
+    "/portal/notifications": notificationsRegion
   }
 
   /** The live region of the page at `path` (one of `PAGES`): its HTML, or the refusal's message. */

@@ -8,7 +8,7 @@ import { html } from "./Html.js"
 import { makeLiveStream } from "./Live.js"
 import * as Pages from "./Pages.js"
 import { makeRegions, PAGES } from "./Regions.js"
-import { loadAssets, readForm, redirect, send, sessionCookieOf, setSessionCookie, wellEncoded } from "./Web.js"
+import { loadAssets, percentDecoded, readForm, redirect, send, sessionCookieOf, setSessionCookie, wellEncoded } from "./Web.js"
 
 /**
  * The owner's portal under `/portal` (docs/architecture.md, "The owner's portal"): server-rendered pages,
@@ -23,6 +23,21 @@ export class PortalRoutes extends Context.Tag("sophia/PortalRoutes")<PortalRoute
 }>() {}
 
 const LOGIN_HINT = "Run `sophia portal` on the daemon's machine and open the one-time link it prints."
+
+/**
+ * What a session opened by an approve link may do: see its approval (`/portal/approvals?approval=<id>`, and the
+ * live stream that refreshes it), approve or deny it, log out. Nothing else.
+ */
+const scopedAllows = (approvalId: string, method: "GET" | "POST", path: string, query?: URLSearchParams) =>
+  method === "POST"
+    ? path === "/portal/logout" || path === `/portal/approvals/${encodeURIComponent(approvalId)}/approve` ||
+      path === `/portal/approvals/${encodeURIComponent(approvalId)}/deny`
+    : path === "/portal/events" || (path === "/portal/approvals" && query?.get("approval") === approvalId)
+
+const approvalPage = (approvalId: string) => `/portal/approvals?approval=${encodeURIComponent(approvalId)}`
+
+const scopedRefusal = (res: http.ServerResponse, approvalId: string) =>
+  send(res, 403, Pages.messagePage("Forbidden", `This session was opened by an approve link: it opens approval ${approvalId} only.`))
 
 /** The 400 of an address or a form that is not well-formed percent-encoding (a browser never sends one). */
 const badEncoding = (res: http.ServerResponse, what: string) =>
@@ -53,7 +68,8 @@ export const PortalRoutesLive = Layer.effect(
           csrf: session.csrf,
           page: page.name,
           notice: options.notice ?? query.get("notice") ?? undefined,
-          error: query.get("error") ?? undefined
+          error: query.get("error") ?? undefined,
+          scoped: session.approval_id !== null
         }
         const region = yield* Effect.either(regionOf(path, { frame, caller, query }))
         const body = Either.isRight(region) ? region.right : html`<p class="error" role="alert">${region.left}</p>`
@@ -77,10 +93,19 @@ export const PortalRoutesLive = Layer.effect(
       if (!portal.csrfMatches(session.value, form.get("_csrf"))) {
         return send(res, 403, Pages.messagePage("Forbidden", "This action is missing its CSRF token (reload the page and try again)."))
       }
+      const scope = session.value.approval_id
+      if (scope !== null && !scopedAllows(scope, "POST", path)) return scopedRefusal(res, scope)
       const outcome = await runPromise(act(path, session.value, form, `http://${req.headers.host}/mcp`))
       switch (outcome._tag) {
         case "Redirect":
-          return redirect(res, outcome.location, outcome.headers)
+          // a decision made by an approve link's session comes back to its approval (the listing is not its to see)
+          return redirect(
+            res,
+            scope !== null && outcome.location.startsWith("/portal/approvals?")
+              ? outcome.location.replace("/portal/approvals?", `${approvalPage(scope)}&`)
+              : outcome.location,
+            outcome.headers
+          )
         case "Render":
           return renderPage(res, outcome.path, session.value, new URLSearchParams(), { extra: outcome.extra, notice: outcome.notice })
         case "NoSuchAction":
@@ -94,6 +119,21 @@ export const PortalRoutesLive = Layer.effect(
       const opened = await runPromise(Effect.either(portal.redeem(token ?? "")))
       if (Either.isLeft(opened)) return send(res, 401, Pages.messagePage("Login link refused", opened.left.message))
       redirect(res, "/portal", { "set-cookie": setSessionCookie(opened.right.session_token, opened.right.max_age_s) })
+    }
+
+    /**
+     * An approve link (a notification's `links.approve`): with a session that may see the approval already, straight
+     * to it (the token is not spent); else the token is redeemed, once and within 15 minutes, into a session that
+     * sees and decides that approval only.
+     */
+    const approveLink = async (req: http.IncomingMessage, res: http.ServerResponse, approvalId: string, token: string | null) => {
+      const current = await runPromise(portal.session(sessionCookieOf(req)))
+      if (Option.isSome(current) && (current.value.approval_id === null || current.value.approval_id === approvalId)) {
+        return redirect(res, approvalPage(approvalId))
+      }
+      const opened = await runPromise(Effect.either(portal.redeemApproveLink(token ?? "", approvalId)))
+      if (Either.isLeft(opened)) return send(res, 401, Pages.messagePage("Approve link refused", opened.left.message))
+      redirect(res, approvalPage(approvalId), { "set-cookie": setSessionCookie(opened.right.session_token, opened.right.max_age_s) })
     }
 
     const handle = async (req: http.IncomingMessage, res: http.ServerResponse, url: URL): Promise<void> => {
@@ -116,10 +156,18 @@ export const PortalRoutesLive = Layer.effect(
         if (!url.searchParams.has("token")) return send(res, 200, Pages.messagePage("Log in", LOGIN_HINT))
         return login(res, url.searchParams.get("token"))
       }
+      const approve = /^\/portal\/approve\/([^/]+)$/.exec(path)
+      if (approve && req.method === "GET") {
+        const id = percentDecoded(approve[1])
+        if (id === undefined) return badEncoding(res, "The address")
+        return approveLink(req, res, id, url.searchParams.get("token"))
+      }
       if (req.method === "POST") return post(req, res, path)
       if (req.method !== "GET" && req.method !== "HEAD") return send(res, 405, Pages.messagePage("Method not allowed", "GET or POST only."))
       const session = await runPromise(portal.session(sessionCookieOf(req)))
       if (Option.isNone(session)) return send(res, 401, Pages.messagePage("Not logged in", LOGIN_HINT))
+      const scope = session.value.approval_id
+      if (scope !== null && !scopedAllows(scope, "GET", path, url.searchParams)) return scopedRefusal(res, scope)
       if (path === "/portal/events") return stream(req, res, session.value)
       if (PAGES[path] === undefined) return send(res, 404, Pages.messagePage("Not found", "No such portal page."))
       return renderPage(res, path, session.value, url.searchParams, { fragment: req.headers["x-portal-live"] === "1" })

@@ -56,7 +56,7 @@ const post = (url: string, body: string, headers: Record<string, string>, timeou
  * record the outcome — a 2xx delivers it; anything else waits 1 s doubling (±20 % jitter, Effect's `Random`)
  * until the 8th attempt failed, then it is dead. Times through `Clock`, so a TestClock drives the schedule.
  */
-export const makeDelivery = (store: NotifyStore, me: string, timeoutMs: number) => {
+export const makeDelivery = (store: NotifyStore, me: string, timeoutMs: number, firstBackoffMs: number) => {
   const claimMs = timeoutMs + CLAIM_MARGIN_MS
 
   const record = (row: ClaimedRow, outcome: Either.Either<number, string>) =>
@@ -69,7 +69,7 @@ export const makeDelivery = (store: NotifyStore, me: string, timeoutMs: number) 
       const error = (Either.isRight(outcome) ? `HTTP ${outcome.right}` : outcome.left).slice(0, ERROR_MAX)
       const dead = row.attempts >= MAX_ATTEMPTS
       const jitter = (yield* Random.next) * 2 - 1
-      const next = dead ? now : now + backoffMs(row.attempts, jitter)
+      const next = dead ? now : now + backoffMs(row.attempts, jitter, firstBackoffMs)
       yield* store.failed({ id: row.id, attempts: row.attempts, next: iso(next), error, status: dead ? "dead" : "pending" })
       return false
     })

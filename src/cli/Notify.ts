@@ -1,0 +1,99 @@
+/**
+ * `sophia notify add|list|remove|test`: the owner's notification targets over an existing graph
+ * (docs/architecture.md, "Notifications"). Effect programs in the style of Owner.ts.
+ *
+ * `notify test` queues a test notification (event `test`) in the outbox: the daemon serving this database sends
+ * it (its worker looks at least every second), so no CLI process has to stay up for a delivery, and the test goes
+ * the way every real notification goes (claim, format, signature, retries). With no daemon serving, it waits in
+ * the outbox until one starts; the command says so on stderr.
+ *
+ * The commander wiring wanted in Program.ts (the lead wires it; this file does not touch Program.ts):
+ *
+ *   const notify = effectful-loader: (pick) => effectful(async () => pick(await import("./Notify.js")))
+ *   const n = group("notify", "reach the owner outside the portal: webhooks, chat, phone push")
+ *   leaf(n, "add", "add a target; prints its id", notify((m) => m.notifyAdd))
+ *     .addOption(new Option("--url <url>", "where to POST (an http:// or https:// URL: a Slack incoming webhook, an ntfy topic, your receiver)").makeOptionMandatory())
+ *     .addOption(new Option("--events <events>", "comma-separated: approval_requested, approval_decided, wait_ended, orphan, connection_revoked").makeOptionMandatory())
+ *     .addOption(new Option("--format <format>", "json (the contract's body), slack ({ text }) or ntfy (plain text, Title and Click headers)").choices(["json", "slack", "ntfy"]).default("json"))
+ *     .addOption(new Option("--secret <secret>", "sign each POST: Sophia-Signature t=<unix s>,v1=<hex HMAC-SHA256 of \"<t>.<body>\">"))
+ *     .addOption(user())
+ *   leaf(n, "list", "list the targets (a table; --json for one JSON array; secrets never shown)", notify((m) => m.notifyList))
+ *     .addOption(user())
+ *     .addOption(new Option("--json", "one JSON array instead of the table").default(false))
+ *   leaf(n, "remove", "remove a target and its queued notifications", notify((m) => m.notifyRemove))
+ *     .addOption(user()).argument("<id>", "the target's id (from notify list)")
+ *   leaf(n, "test", "queue a test notification to a target; the serving daemon sends it", notify((m) => m.notifyTest))
+ *     .addOption(user()).argument("<id>", "the target's id (from notify list)")
+ */
+import { Console, Effect, Option } from "effect"
+import type { Globals } from "./Store.js"
+import { CliFailure, existingStoreOf, printJson, withServices } from "./Store.js"
+
+interface UserOption {
+  readonly user?: string | undefined
+}
+
+/** The user whose targets the command means (the owner unless `--user`). */
+const userOf = (app: import("./Store.js").Lib, user: string | undefined) =>
+  Effect.flatMap(Effect.flatMap(app.Auth, (auth) => auth.userIdOf(user)), (id) =>
+    Option.match(id, {
+      onNone: () => Effect.fail(new CliFailure({ message: `no user ${JSON.stringify(user ?? "owner")} in this database` })),
+      onSome: Effect.succeed
+    }))
+
+export const notifyAdd = (
+  o: Globals & UserOption & { readonly url: string; readonly events: string; readonly format?: string | undefined; readonly secret?: string | undefined }
+) =>
+  Effect.gen(function*() {
+    const store = yield* existingStoreOf(o)
+    const target = yield* withServices(store, (app) =>
+      Effect.gen(function*() {
+        const userId = yield* userOf(app, o.user)
+        const notifications = yield* app.Notifications
+        return yield* notifications.addTarget(userId, {
+          url: o.url,
+          events: o.events.split(",").map((e) => e.trim()).filter((e) => e !== ""),
+          format: o.format ?? "json",
+          ...(o.secret !== undefined ? { secret: o.secret } : {})
+        })
+      }))
+    yield* Console.log(target.id)
+  })
+
+export const notifyList = (o: Globals & UserOption & { readonly json: boolean }) =>
+  Effect.gen(function*() {
+    const store = yield* existingStoreOf(o)
+    const targets = yield* withServices(store, (app) =>
+      Effect.flatMap(userOf(app, o.user), (userId) => Effect.flatMap(app.Notifications, (n) => n.listTargets(userId)))
+    )
+    if (o.json) return yield* printJson(targets)
+    if (targets.length === 0) return yield* Console.log("no notification targets (sophia notify add --url URL --events approval_requested,…)")
+    const rows = targets.map((t) => [t.id, t.format, t.signed ? "yes" : "no", t.events.join(","), t.url])
+    const header = ["ID", "FORMAT", "SIGNED", "EVENTS", "URL"]
+    const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)))
+    yield* Console.log([header, ...rows].map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join("  ")).join("\n"))
+  })
+
+export const notifyRemove = (o: Globals & UserOption & { readonly id: string }) =>
+  Effect.flatMap(existingStoreOf(o), (store) =>
+    withServices(store, (app) =>
+      Effect.flatMap(userOf(app, o.user), (userId) => Effect.flatMap(app.Notifications, (n) => n.removeTarget(userId, o.id))))
+      .pipe(Effect.flatMap(printJson)))
+
+export const notifyTest = (o: Globals & UserOption & { readonly id: string }) =>
+  Effect.gen(function*() {
+    const store = yield* existingStoreOf(o)
+    const { queued, serving } = yield* withServices(store, (app) =>
+      Effect.gen(function*() {
+        const userId = yield* userOf(app, o.user)
+        const queued = yield* Effect.flatMap(app.Notifications, (n) => n.sendTest(userId, o.id))
+        const serving = (yield* Effect.flatMap(app.Daemons, (d) => d.addresses())).length > 0
+        return { queued, serving }
+      }))
+    yield* printJson({ ...queued, queued: true })
+    yield* Console.error(
+      serving
+        ? "queued: the daemon serving this database sends it within about a second (see the portal's Notifications page)"
+        : "queued: no daemon is recorded serving this database; it is sent when `sophia serve` starts"
+    )
+  })
