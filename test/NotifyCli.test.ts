@@ -18,8 +18,9 @@ const run = <E>(effect: Effect.Effect<void, E>) =>
   Effect.gen(function*() {
     const out: Array<string> = []
     const err: Array<string> = []
+    const current = yield* Effect.console
     const console: Console.Console = {
-      ...Console.defaultConsole,
+      ...current,
       log: (...args) => Effect.sync(() => void out.push(args.join(" "))),
       error: (...args) => Effect.sync(() => void err.push(args.join(" ")))
     } as Console.Console
