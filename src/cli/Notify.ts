@@ -9,7 +9,8 @@
  *
  * The commander wiring wanted in Program.ts (the lead wires it; this file does not touch Program.ts):
  *
- *   const notify = effectful-loader: (pick) => effectful(async () => pick(await import("./Notify.js")))
+ *   const notify = <O>(pick: (m: typeof import("./Notify.js")) => (o: O) => Effect.Effect<void, unknown>) =>
+ *     effectful(async () => pick(await import("./Notify.js")))
  *   const n = group("notify", "reach the owner outside the portal: webhooks, chat, phone push")
  *   leaf(n, "add", "add a target; prints its id", notify((m) => m.notifyAdd))
  *     .addOption(new Option("--url <url>", "where to POST (an http:// or https:// URL: a Slack incoming webhook, an ntfy topic, your receiver)").makeOptionMandatory())
@@ -26,6 +27,9 @@
  *     .addOption(user()).argument("<id>", "the target's id (from notify list)")
  */
 import { Console, Effect, Option } from "effect"
+import { Auth } from "../services/Auth.js"
+import { Daemons } from "../services/Daemons.js"
+import { Notifications } from "../services/Notifications.js"
 import type { Globals } from "./Store.js"
 import { CliFailure, existingStoreOf, printJson, withServices } from "./Store.js"
 
@@ -34,11 +38,11 @@ interface UserOption {
 }
 
 /** The user whose targets the command means (the owner unless `--user`). */
-const userOf = (app: import("./Store.js").Lib, user: string | undefined) =>
-  Effect.flatMap(Effect.flatMap(app.Auth, (auth) => auth.userIdOf(user)), (id) =>
+const userOf = (user: string | undefined) =>
+  Effect.flatMap(Effect.flatMap(Auth, (auth) => auth.userIdOf(user)), (id) =>
     Option.match(id, {
       onNone: () => Effect.fail(new CliFailure({ message: `no user ${JSON.stringify(user ?? "owner")} in this database` })),
-      onSome: Effect.succeed
+      onSome: (id) => Effect.succeed(id)
     }))
 
 export const notifyAdd = (
@@ -46,26 +50,26 @@ export const notifyAdd = (
 ) =>
   Effect.gen(function*() {
     const store = yield* existingStoreOf(o)
-    const target = yield* withServices(store, (app) =>
+    const target = yield* withServices(
+      store,
       Effect.gen(function*() {
-        const userId = yield* userOf(app, o.user)
-        const notifications = yield* app.Notifications
+        const userId = yield* userOf(o.user)
+        const notifications = yield* Notifications
         return yield* notifications.addTarget(userId, {
           url: o.url,
           events: o.events.split(",").map((e) => e.trim()).filter((e) => e !== ""),
           format: o.format ?? "json",
           ...(o.secret !== undefined ? { secret: o.secret } : {})
         })
-      }))
+      })
+    )
     yield* Console.log(target.id)
   })
 
 export const notifyList = (o: Globals & UserOption & { readonly json: boolean }) =>
   Effect.gen(function*() {
     const store = yield* existingStoreOf(o)
-    const targets = yield* withServices(store, (app) =>
-      Effect.flatMap(userOf(app, o.user), (userId) => Effect.flatMap(app.Notifications, (n) => n.listTargets(userId)))
-    )
+    const targets = yield* withServices(store, Effect.flatMap(userOf(o.user), (userId) => Effect.flatMap(Notifications, (n) => n.listTargets(userId))))
     if (o.json) return yield* printJson(targets)
     if (targets.length === 0) return yield* Console.log("no notification targets (sophia notify add --url URL --events approval_requested,…)")
     const rows = targets.map((t) => [t.id, t.format, t.signed ? "yes" : "no", t.events.join(","), t.url])
@@ -76,20 +80,21 @@ export const notifyList = (o: Globals & UserOption & { readonly json: boolean })
 
 export const notifyRemove = (o: Globals & UserOption & { readonly id: string }) =>
   Effect.flatMap(existingStoreOf(o), (store) =>
-    withServices(store, (app) =>
-      Effect.flatMap(userOf(app, o.user), (userId) => Effect.flatMap(app.Notifications, (n) => n.removeTarget(userId, o.id))))
+    withServices(store, Effect.flatMap(userOf(o.user), (userId) => Effect.flatMap(Notifications, (n) => n.removeTarget(userId, o.id))))
       .pipe(Effect.flatMap(printJson)))
 
 export const notifyTest = (o: Globals & UserOption & { readonly id: string }) =>
   Effect.gen(function*() {
     const store = yield* existingStoreOf(o)
-    const { queued, serving } = yield* withServices(store, (app) =>
+    const { queued, serving } = yield* withServices(
+      store,
       Effect.gen(function*() {
-        const userId = yield* userOf(app, o.user)
-        const queued = yield* Effect.flatMap(app.Notifications, (n) => n.sendTest(userId, o.id))
-        const serving = (yield* Effect.flatMap(app.Daemons, (d) => d.addresses())).length > 0
+        const userId = yield* userOf(o.user)
+        const queued = yield* Effect.flatMap(Notifications, (n) => n.sendTest(userId, o.id))
+        const serving = (yield* Effect.flatMap(Daemons, (d) => d.addresses())).length > 0
         return { queued, serving }
-      }))
+      })
+    )
     yield* printJson({ ...queued, queued: true })
     yield* Console.error(
       serving
