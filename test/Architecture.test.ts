@@ -198,13 +198,13 @@ describe("domain events", () => {
     ["PostLanded", "Ledger.observePost", "isolated"],
     ["ConnectionRevoked", "Waits.onConnectionRevoked", "atomic"],
     ["ConnectionRevoked", "Ledger.observeRevocation", "isolated"],
+    ["ConnectionRevoked", "Notifications.onConnectionRevoked", "atomic"],
     ["LeaseChanged", "Waits.onLeaseChanged", "atomic"],
     ["LeaseChanged", "Waits.onLeaseGranted", "refusing"],
     ["WaitResolved", "Ledger.observeWait", "isolated"],
+    ["WaitResolved", "Notifications.onWaitResolved", "atomic"],
     ["ApprovalRequested", "Notifications.onApprovalRequested", "atomic"],
     ["ApprovalDecided", "Notifications.onApprovalDecided", "atomic"],
-    ["WaitResolved", "Notifications.onWaitResolved", "atomic"],
-    ["ConnectionRevoked", "Notifications.onConnectionRevoked", "atomic"],
     ["ConnectionSilent", "Notifications.onConnectionSilent", "atomic"]
   ] as const
   const byEvent = (wiring: ReadonlyArray<readonly [string, string, string]>) => {
