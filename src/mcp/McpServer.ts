@@ -23,8 +23,9 @@ import { VERSION } from "../Version.js"
 
 export const SERVER_INFO = { name: "sophia", version: VERSION } as const
 
-export const INSTRUCTIONS = "Sophia is the shared state layer of your agent fleet. Start with sophia.orient; " +
-  "every result carries _inbox_unread (your unread posts); wait for posts with coordination_inbox wait_s, for an " +
+export const INSTRUCTIONS = "Sophia is the shared state layer of your agent fleet. Start with sophia.orient (you) and " +
+  "sophia.panorama (the fleet); every result carries _inbox_unread (your unread posts); wait for posts with " +
+  "coordination_inbox wait_s, for an " +
   "approval with approval_status wait_s, then repeat the call with its approval_id. List tools take compact " +
   "(~5 keys a row, text cut) and fields (only these row keys). Use sophia.execute_code for 3+ reads or a " +
   "read-modify-write."
