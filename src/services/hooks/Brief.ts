@@ -78,7 +78,7 @@ export const makeBrief = Effect.gen(function*() {
       const orphanedWork = workItems > 0 ? yield* ledger.orphanedWork(caller.userId) : []
       const held = yield* leases.mine(caller)
       const orphanedWaits = (yield* waits.countOpen(caller.userId)) > 0 ? yield* waits.countOrphaned(caller) : 0
-      const pending = (yield* approvals.list()).filter((a) => a.connection_id === caller.connectionId)
+      const pending = yield* approvals.pendingOfCaller(caller)
 
       const lines = [
         `Sophia, the agents' coordination server: you are ${cut(caller.name, 60)} (connection ${caller.connectionShort}, profile ${caller.profile}).`,
