@@ -73,6 +73,7 @@ const cases: ReadonlyArray<Case> = [
   { tool: "sophia.ledger_append", path: ["events", "title"], keyword: "maxLength", limit: 500, args: (n) => ({ work_id: "w-title", expected_head: null, events: [{ type: "opened", title: text(n) }] }), over: "validation_error" },
   { tool: "sophia.ledger_log", path: ["limit"], keyword: "maximum", limit: 200, args: (n) => ({ work_id: "w-title", limit: n }), over: "validation_error" },
   { tool: "sophia.review_verdict", path: ["notes"], keyword: "maxLength", limit: 4000, args: (n) => ({ request_id: "r", expected_head: head, verdict: "approved", artifact_sha256: head, notes: text(n) }), over: "validation_error", passes: ["not_found", "invalid_transition"] },
+  { tool: "sophia.panorama", path: ["since_h"], keyword: "maximum", limit: 720, args: (n) => ({ since_h: n }), over: "validation_error" },
   { tool: "sophia.search", path: ["query"], keyword: "maxLength", limit: 1024, args: (n) => ({ query: text(n) }), over: "validation_error" },
   { tool: "sophia.search", path: ["limit"], keyword: "maximum", limit: 100, args: (n) => ({ query: "q", limit: n }), over: "validation_error" },
   { tool: "sophia.query_knowledge", path: ["limit"], keyword: "maximum", limit: 200, args: (n) => ({ limit: n }), over: "validation_error" },

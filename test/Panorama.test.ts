@@ -115,6 +115,17 @@ describe("sophia.panorama", () => {
       assert.match(whole.channels.find((c: any) => c.channel === "arc:done").latest.created_at, /^1970-01-01T02:/)
     }).pipe(Effect.provide(SophiaTest)))
 
+  it.effect("refuses a window out of range or an argument it does not define", () =>
+    Effect.gen(function*() {
+      const { caller } = yield* connect("alice", "observer")
+      for (const since_h of [0, -1, 721]) assert.strictEqual((yield* call(caller, "sophia.panorama", { since_h })).error.code, "validation_error")
+      const unknown = yield* call(caller, "sophia.panorama", { since: 2 })
+      assert.strictEqual(unknown.error.code, "validation_error")
+      assert.include(unknown.error.message, "since")
+      // an observer may call it (read access)
+      assert.isArray((yield* ok(caller, "sophia.panorama", { since_h: 0.5 })).connections)
+    }).pipe(Effect.provide(SophiaTest)))
+
   it.effect("shows nothing of another user", () =>
     Effect.gen(function*() {
       const { caller: alice } = yield* connect("alice", "full")
