@@ -17,7 +17,9 @@ export const PANORAMA_SINCE_H_DEFAULT = 24
 export const PANORAMA_SINCE_H_MAX = 720
 
 export const PanoramaInput = Schema.Struct({
-  since_h: Schema.optional(Schema.Number.pipe(Schema.greaterThan(0), Schema.lessThanOrEqualTo(PANORAMA_SINCE_H_MAX))).annotations({
+  since_h: Schema.optional(
+    Schema.Number.pipe(Schema.greaterThan(0), Schema.lessThanOrEqualTo(PANORAMA_SINCE_H_MAX))
+  ).annotations({
     description: "hours back for recent channels; default 24"
   }),
   compact: Schema.optional(Schema.Boolean).annotations({
@@ -42,18 +44,15 @@ export const preview = (text: string, max: number): string => {
 /** One live connection: who, how recently seen, and what it holds. */
 export const PanoramaConnection = Schema.Struct({
   name: Schema.String,
-  /** (whole view only) */
-  connection_short: Schema.optional(Schema.String),
+  connection_short: Schema.optional(Schema.String).annotations({ description: "(whole view only)" }),
   profile: Schema.String,
-  /** its last call or beacon: an ISO time, compact an age ("3m ago"); null: never seen since it was minted */
-  last_seen: Schema.NullOr(Schema.String),
-  /** work ids it holds the claim on (open items, newest first) */
-  claims: Schema.Array(Schema.String),
+  last_seen: Schema.NullOr(Schema.String).annotations({
+    description: "its last call or beacon: an ISO time, compact an age (\"3m ago\"); null: never seen"
+  }),
+  claims: Schema.Array(Schema.String).annotations({ description: "work ids it holds the claim on (open items, newest first)" }),
   open_waits: Schema.Number,
-  /** the resources of its active leases */
-  leases: Schema.Array(Schema.String),
-  /** the caller's own connection */
-  you: Schema.optional(Schema.Boolean)
+  leases: Schema.Array(Schema.String).annotations({ description: "the resources of its active leases" }),
+  you: Schema.optional(Schema.Boolean).annotations({ description: "the caller's own connection" })
 })
 export type PanoramaConnection = typeof PanoramaConnection.Type
 
@@ -63,58 +62,54 @@ export const ChannelLatest = Schema.Struct({
   channel_seq: Schema.Number,
   agent_name: Schema.String,
   body: Schema.String,
-  /** (whole view only) */
-  created_at: Schema.optional(Schema.String)
+  created_at: Schema.optional(Schema.String).annotations({ description: "(whole view only)" })
 })
 export type ChannelLatest = typeof ChannelLatest.Type
 
 /** A channel with a recent post (heartbeats alone do not make a channel recent). */
 export const RecentChannel = Schema.Struct({
   channel: Schema.String,
-  /** (whole view only) */
-  last_seq: Schema.optional(Schema.Number),
-  /** an ISO time, compact an age ("3m ago") */
-  last_post_at: Schema.String,
-  /** present (true) when the channel is archived */
-  archived: Schema.optional(Schema.Boolean),
-  /** its latest decision or closeout, however old; null: it has none */
-  latest: Schema.NullOr(ChannelLatest)
+  last_seq: Schema.optional(Schema.Number).annotations({ description: "(whole view only)" }),
+  last_post_at: Schema.String.annotations({ description: "an ISO time, compact an age (\"3m ago\")" }),
+  archived: Schema.optional(Schema.Boolean).annotations({ description: "present (true) when the channel is archived" }),
+  latest: Schema.NullOr(ChannelLatest).annotations({
+    description: "its latest decision or closeout, however old; null: it has none"
+  })
 })
 export type RecentChannel = typeof RecentChannel.Type
 
+/** When a holder went away: an ISO time, compact an age. */
+const Since = Schema.String.annotations({ description: "revoked or last seen: an ISO time, compact an age (\"3m ago\")" })
+
 export const PanoramaOrphans = Schema.Struct({
-  /** open work whose claimant is gone: claim it with ledger_append { type: "claimed" } */
   work: Schema.Array(Schema.Struct({
     work_id: Schema.String,
     title: Schema.String,
     agent_name: Schema.String,
     reason: OrphanReason,
-    since: Schema.String
-  })),
-  /** open waits on a connection that is gone: nobody will answer them */
+    since: Since
+  })).annotations({ description: "open work whose claimant is gone: claim it with ledger_append { type: \"claimed\" }" }),
   waits: Schema.Array(Schema.Struct({
     wait_id: Schema.String,
     waiter: Schema.String,
     on: Schema.String,
     reason: OrphanReason,
-    since: Schema.String
-  })),
-  /** active leases whose holder is gone: lease_acquire takes them over */
+    since: Since
+  })).annotations({ description: "open waits on a connection that is gone: nobody will answer them" }),
   leases: Schema.Array(Schema.Struct({
     lease_id: Schema.String,
     resources: Schema.Array(Schema.String),
     agent_name: Schema.String,
     reason: OrphanReason,
-    since: Schema.String
-  }))
+    since: Since
+  })).annotations({ description: "active leases whose holder is gone: lease_acquire takes them over" })
 })
 export type PanoramaOrphans = typeof PanoramaOrphans.Type
 
 export const PendingApproval = Schema.Struct({
   approval_id: Schema.String,
   tool: Schema.String,
-  /** an ISO time, compact an age ("3m ago") */
-  created_at: Schema.String
+  created_at: Schema.String.annotations({ description: "an ISO time, compact an age (\"3m ago\")" })
 })
 export type PendingApproval = typeof PendingApproval.Type
 
@@ -131,12 +126,12 @@ export type PanoramaMore = typeof PanoramaMore.Type
 
 export const PanoramaOutput = Schema.Struct({
   connections: Schema.Array(PanoramaConnection),
-  /** connections neither revoked nor live (silent for SOPHIA_SILENT_AFTER_S): what they held is under orphans */
-  silent: Schema.Number,
+  silent: Schema.Number.annotations({
+    description: "connections not revoked but silent (SOPHIA_SILENT_AFTER_S): what they hold is under orphans"
+  }),
   channels: Schema.Array(RecentChannel),
   orphans: PanoramaOrphans,
   my_pending_approvals: Schema.Array(PendingApproval),
-  /** what was left out, per list: call again with compact: false for all of it */
-  more: PanoramaMore
+  more: PanoramaMore.annotations({ description: "what was left out, per list: call again with compact: false for all of it" })
 })
 export type PanoramaOutput = typeof PanoramaOutput.Type

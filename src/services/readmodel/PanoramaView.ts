@@ -107,7 +107,9 @@ export const estimateTokens = (text: string): number => {
 /** How long ago `iso` was, in the largest whole unit ("45s ago", "3m ago", "5h ago", "2d ago"). */
 export const ageOf = (iso: string, now: number): string => {
   const s = Math.max(0, Math.floor((now - Date.parse(iso)) / 1000))
-  return s < 60 ? `${s}s ago` : s < 3600 ? `${Math.floor(s / 60)}m ago` : s < 86_400 ? `${Math.floor(s / 3600)}h ago` : `${Math.floor(s / 86_400)}d ago`
+  if (s < 60) return `${s}s ago`
+  if (s < 3600) return `${Math.floor(s / 60)}m ago`
+  return s < 86_400 ? `${Math.floor(s / 3600)}h ago` : `${Math.floor(s / 86_400)}d ago`
 }
 
 const seenFirst = (a: ConnectionInfo, b: ConnectionInfo) =>
@@ -123,7 +125,12 @@ const capped = <A>(items: ReadonlyArray<A>, cap: number, more: Record<string, nu
   return items.slice(0, cap)
 }
 
-const orphansOf = (parts: PanoramaParts, caps: Caps, when: (iso: string) => string, more: Record<string, number>): PanoramaOrphans => {
+const orphansOf = (
+  parts: PanoramaParts,
+  caps: Caps,
+  when: (iso: string) => string,
+  more: Record<string, number>
+): PanoramaOrphans => {
   const nameOf = (id: string) => parts.names.get(id) ?? id.slice(0, 8)
   const leases = [...parts.leases.values()].flat().flatMap((l) =>
     l.orphaned === undefined ? [] : [{
@@ -196,7 +203,8 @@ export const panoramaView = (parts: PanoramaParts, compact: boolean): PanoramaOu
     silent: parts.silent,
     channels,
     orphans: orphansOf(parts, caps, when, more),
-    my_pending_approvals: capped(parts.approvals, caps.approvals, more, "approvals").map((a) => ({ ...a, created_at: when(a.created_at) })),
+    my_pending_approvals: capped(parts.approvals, caps.approvals, more, "approvals")
+      .map((a) => ({ ...a, created_at: when(a.created_at) })),
     more
   }
   if (!compact) return view
