@@ -58,10 +58,8 @@ describe("Notifications: the outbox", () => {
       assert.strictEqual(rows[0].target_id, hears.id)
       assert.strictEqual(rows[0].event, "approval_requested")
       assert.strictEqual(rows[0].status, "pending")
-      assert.strictEqual(rows[0].content.data.approval_id, approvalId)
-      assert.strictEqual(rows[0].content.data.tool, "sophia.add_document")
-      assert.match(rows[0].content.summary, /scribe asks to run sophia\.add_document/)
-      assert.match(rows[0].content.links.approve, new RegExp(`^/portal/approve/${approvalId}\\?token=spa_[A-Za-z0-9_-]+$`))
+      // the row holds the event's facts; names, summary and the approve link are made when it is sent
+      assert.deepStrictEqual(rows[0].content, { approval_id: approvalId, tool: "sophia.add_document", access: "write", connection_id: agent.connectionId })
     }).pipe(Effect.provide(SophiaTest)))
 
   it.effect("a target is refused with a bad URL, an unknown event or format; listed without its secret; removed with its rows", () =>
@@ -117,17 +115,23 @@ describe("Notifications: the outbox", () => {
       // (written at one TestClock instant: in no particular order)
       assert.sameMembers(rows.map((r) => r.event), ["wait_ended", "approval_decided", "connection_revoked", "orphan"])
       const [ended, decided, revoked, orphan] = ["wait_ended", "approval_decided", "connection_revoked", "orphan"].map((e) => rows.find((r) => r.event === e)!)
-      assert.strictEqual(ended.content.data.wait_id, lapsing.wait_id)
-      assert.strictEqual(ended.content.data.resolution, "unsatisfied")
-      assert.strictEqual(decided.content.data.status, "denied")
-      assert.strictEqual(revoked.content.data.agent_name, "bob")
-      assert.strictEqual(orphan.content.data.reason, "revoked")
-      assert.deepStrictEqual(orphan.content.data.leases.map((l: any) => l.resources), [["path:src/**"]])
-      assert.match(orphan.content.summary, /bob is revoked holding 1 lease/)
+      assert.strictEqual(ended.content.wait_id, lapsing.wait_id)
+      assert.strictEqual(ended.content.resolution, "unsatisfied")
+      assert.strictEqual(decided.content.status, "denied")
+      assert.strictEqual(revoked.content.connection_id, b.connectionId)
+      assert.strictEqual(orphan.content.reason, "revoked")
+      assert.deepStrictEqual(orphan.content.leases.map((l: any) => l.resources), [["path:src/**"]])
+      // what each says, as listed (names joined now)
+      const listed = yield* Effect.flatMap(Notifications, (n) => n.notifications(a.userId))
+      const said = new Map(listed.recent.map((n) => [n.event, n.summary]))
+      assert.match(said.get("orphan")!, /^bob is revoked holding 1 lease; another agent may take them over$/)
+      assert.match(said.get("wait_ended")!, /^alice's wait on arc:t ended unsatisfied$/)
+      assert.match(said.get("approval_decided")!, /for scribe was denied \(portal\)$/)
+      assert.strictEqual(said.get("connection_revoked"), "bob was revoked: its bearer opens nothing any more")
       // a connection revoked holding nothing: connection_revoked alone
       const { caller: c } = yield* connect("carol")
       yield* Effect.flatMap(Auth, (auth) => auth.revoke(c.connectionId))
-      assert.deepStrictEqual((yield* outbox).filter((r) => r.content.data.agent_name === "carol").map((r) => r.event), ["connection_revoked"])
+      assert.deepStrictEqual((yield* outbox).filter((r) => r.content.connection_id === c.connectionId).map((r) => r.event), ["connection_revoked"])
     }).pipe(Effect.provide(SophiaTest)))
 
   it.effect("a connection gone silent is noticed once per silence; holding a lease it is an orphan notification", () =>
@@ -145,7 +149,7 @@ describe("Notifications: the outbox", () => {
       assert.strictEqual(yield* auth.noticeSilence(), 1)
       assert.strictEqual(yield* auth.noticeSilence(), 0, "once per silence")
       const rows = yield* outbox
-      assert.deepStrictEqual(rows.map((r) => [r.event, r.content.data.agent_name, r.content.data.reason]), [["orphan", "bob", "silent"]])
+      assert.deepStrictEqual(rows.map((r) => [r.event, r.content.connection_id, r.content.reason]), [["orphan", b.connectionId, "silent"]])
       // bob calls again, then falls silent again: a new silence
       yield* seen(bob)
       assert.strictEqual(yield* auth.noticeSilence(), 0)
@@ -193,7 +197,13 @@ describe("Notifications: delivery", () => {
       assert.deepStrictEqual(Object.keys(body).sort(), ["at", "data", "event", "id", "links", "summary"])
       assert.strictEqual(body.id, row.id)
       assert.strictEqual(body.data.approval_id, approvalId)
+      assert.strictEqual(body.data.agent_name, "scribe")
+      assert.match(body.summary, /^scribe asks to run sophia\.add_document \(write\); approval apr-/)
       assert.match(body.links.approve, new RegExp(`^${BASE}/portal/approve/${approvalId}\\?token=spa_`))
+      assert.strictEqual(body.links.portal, `${BASE}/portal/approvals?approval=${approvalId}`)
+      // each attempt carries a fresh approve link (valid 15 minutes from its send)
+      const links = r.received.map((x) => JSON.parse(x.body).links.approve)
+      assert.strictEqual(new Set(links).size, 4)
     }).pipe(Effect.provide(SophiaTest)))
 
   it.scoped("after 8 failed attempts it is dead (listed); Retry delivers it", () =>

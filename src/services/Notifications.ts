@@ -35,11 +35,11 @@ export class Notifications extends Effect.Service<Notifications>()("sophia/Notif
     const store = yield* makeNotifyStore
     const { sql } = store
     const timeoutMs = yield* Config.integer("SOPHIA_NOTIFY_TIMEOUT_MS").pipe(Config.withDefault(SEND_TIMEOUT_MS), Effect.orDie)
-    const outbox = makeOutbox({ store, auth, ledger, leases, portal })
-    const targets = makeTargets(store)
+    const outbox = makeOutbox({ store, ledger, leases })
+    const targets = makeTargets(store, auth)
     // (the first retry's wait: 1 s; shorter only to see a dead letter soon, as the browser test does)
     const firstBackoffMs = yield* Config.integer("SOPHIA_NOTIFY_BACKOFF_MS").pipe(Config.withDefault(FIRST_BACKOFF_MS), Effect.orDie)
-    const delivery = makeDelivery(store, daemons.instanceId, timeoutMs, firstBackoffMs)
+    const delivery = makeDelivery({ store, auth, portal, me: daemons.instanceId, timeoutMs, firstBackoffMs })
     // this process's workers look again at once when something was queued here outside an event (a test, a retry)
     const nudges = yield* Queue.dropping<void>(1)
     const nudge = Effect.asVoid(Queue.offer(nudges, undefined))

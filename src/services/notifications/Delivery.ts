@@ -1,6 +1,9 @@
 import { Clock, Effect, Either, Random } from "effect"
 import type { NotificationBody, NotificationContent, SentEvent } from "../../domain/Notifications.js"
 import { backoffMs, MAX_ATTEMPTS } from "../../domain/Notifications.js"
+import type { Auth } from "../Auth.js"
+import type { Portal } from "../Portal.js"
+import { describe, namedIn, type StoredData } from "./Content.js"
 import { headersOf, render } from "./Formats.js"
 import type { ClaimedRow, NotifyStore } from "./Store.js"
 import { CLAIM_BATCH } from "./Store.js"
@@ -20,18 +23,15 @@ const absolute = (links: Readonly<Record<string, string>>, baseUrl: string) => {
   return Object.fromEntries(Object.entries(links).map(([name, path]) => [name, base + path]))
 }
 
-/** The body a row is sent as (the same bytes on every retry from the same daemon). */
-export const bodyOf = (row: Pick<ClaimedRow, "id" | "event" | "content" | "created_at">, baseUrl: string): NotificationBody => {
-  const content = JSON.parse(row.content) as NotificationContent
-  return {
-    id: row.id,
-    event: row.event as SentEvent,
-    at: row.created_at,
-    summary: content.summary,
-    data: content.data,
-    links: absolute(content.links, baseUrl)
-  }
-}
+/** The body a row is sent as: its content with the portal's links made absolute. */
+const bodyOf = (row: ClaimedRow, content: NotificationContent, baseUrl: string): NotificationBody => ({
+  id: row.id,
+  event: row.event as SentEvent,
+  at: row.created_at,
+  summary: content.summary,
+  data: content.data,
+  links: absolute(content.links, baseUrl)
+})
 
 /**
  * One POST: its HTTP status, or why there was none. No answer within `timeoutMs` is a failure (the request is
@@ -56,8 +56,32 @@ const post = (url: string, body: string, headers: Record<string, string>, timeou
  * record the outcome — a 2xx delivers it; anything else waits 1 s doubling (±20 % jitter, Effect's `Random`)
  * until the 8th attempt failed, then it is dead. Times through `Clock`, so a TestClock drives the schedule.
  */
-export const makeDelivery = (store: NotifyStore, me: string, timeoutMs: number, firstBackoffMs: number) => {
+export interface DeliveryDeps {
+  readonly store: NotifyStore
+  readonly auth: Effect.Effect.Success<typeof Auth>
+  readonly portal: Effect.Effect.Success<typeof Portal>
+  /** this process's instance id (who claimed a row) */
+  readonly me: string
+  readonly timeoutMs: number
+  readonly firstBackoffMs: number
+}
+
+export const makeDelivery = ({ store, auth, portal, me, timeoutMs, firstBackoffMs }: DeliveryDeps) => {
   const claimMs = timeoutMs + CLAIM_MARGIN_MS
+
+  /**
+   * What a row says now: its facts with the agents' names, and for `approval_requested` an approve link minted
+   * for this send (a one-time login limited to the approval, valid 15 minutes from now: a retry carries a fresh
+   * one, so the link a receiver gets is never stale).
+   */
+  const contentOf = (row: ClaimedRow) =>
+    Effect.gen(function*() {
+      const data = JSON.parse(row.content) as StoredData
+      const names = yield* auth.names(namedIn(data))
+      if (row.event !== "approval_requested" || typeof data.approval_id !== "string") return describe(row.event as SentEvent, data, names)
+      const link = yield* portal.mintApproveLink(row.user_id, data.approval_id)
+      return describe("approval_requested", data, names, `/portal/approve/${encodeURIComponent(data.approval_id)}?token=${link.token}`)
+    })
 
   const record = (row: ClaimedRow, outcome: Either.Either<number, string>) =>
     Effect.gen(function*() {
@@ -79,7 +103,7 @@ export const makeDelivery = (store: NotifyStore, me: string, timeoutMs: number, 
       const target = yield* store.targetById(row.target_id)
       // removed since the claim: its rows went with it
       if (target === undefined) return false
-      const body = bodyOf(row, baseUrl)
+      const body = bodyOf(row, yield* contentOf(row), baseUrl)
       const rendered = render(target.format, body)
       const unixS = Math.floor((yield* Clock.currentTimeMillis) / 1000)
       const outcome = yield* post(target.url, rendered.body, headersOf(rendered, body, target.secret, unixS), timeoutMs)

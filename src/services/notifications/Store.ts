@@ -32,6 +32,7 @@ const Subscribed = Schema.Struct({ id: Schema.String, events: Events })
 
 export const ClaimedRow = Schema.Struct({
   id: Schema.String,
+  user_id: Schema.String,
   target_id: Schema.String,
   event: Schema.String,
   content: Schema.String,
@@ -42,6 +43,7 @@ export type ClaimedRow = typeof ClaimedRow.Type
 
 export const ListedRow = Schema.Struct({
   id: Schema.String,
+  user_id: Schema.String,
   target_id: Schema.String,
   event: Schema.String,
   content: Schema.String,
@@ -70,7 +72,7 @@ export const makeNotifyStore = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const { named } = yield* makeStatements
   const targetColumns = sql.literal("id, user_id, url, events, format, secret, created_at")
-  const listedColumns = sql.literal("id, target_id, event, content, status, attempts, created_at, last_error, delivered_at")
+  const listedColumns = sql.literal("id, user_id, target_id, event, content, status, attempts, created_at, last_error, delivered_at")
 
   const subscribedOf = named("Notify.subscribed", (p: { userId: string }) =>
     sql`SELECT id, events FROM notify_targets WHERE user_id = ${p.userId}`)
@@ -99,7 +101,7 @@ export const makeNotifyStore = Effect.gen(function*() {
     sql`UPDATE notify_outbox SET next_at = ${p.until}, claimed_by = ${p.me}, attempts = attempts + 1
       WHERE id IN (SELECT id FROM notify_outbox WHERE status = 'pending' AND next_at <= ${p.now}
         ORDER BY next_at LIMIT ${sql.literal(String(CLAIM_BATCH))} ${skipLocked(sql)})
-      RETURNING id, target_id, event, content, created_at, attempts`)
+      RETURNING id, user_id, target_id, event, content, created_at, attempts`)
   const delivered = named("Notify.delivered", (p: { id: string; at: string }) =>
     sql`UPDATE notify_outbox SET status = 'delivered', delivered_at = ${p.at}, last_error = NULL
       WHERE id = ${p.id} AND status = 'pending'`)
@@ -110,12 +112,13 @@ export const makeNotifyStore = Effect.gen(function*() {
     sql`UPDATE notify_outbox SET status = 'pending', attempts = 0, next_at = ${p.now}, last_error = NULL
       WHERE id = ${p.id} AND user_id = ${p.userId} AND status = 'dead' RETURNING id`)
   const nextDue = named("Notify.nextDue", () => sql`SELECT MIN(next_at) AS next_at FROM notify_outbox WHERE status = 'pending'`)
+  // (a user's rows through their targets: `notify_outbox_target` serves the owner's listing)
   const recentOf = named("Notify.recent", (p: { userId: string }) =>
-    sql`SELECT ${listedColumns} FROM notify_outbox WHERE user_id = ${p.userId}
+    sql`SELECT ${listedColumns} FROM notify_outbox WHERE target_id IN (SELECT id FROM notify_targets WHERE user_id = ${p.userId})
       ORDER BY created_at DESC, id LIMIT ${sql.literal(String(LISTED))}`)
   const deadOf = named("Notify.dead", (p: { userId: string }) =>
-    sql`SELECT ${listedColumns} FROM notify_outbox WHERE user_id = ${p.userId} AND status = 'dead'
-      ORDER BY created_at DESC, id LIMIT ${sql.literal(String(LISTED))}`)
+    sql`SELECT ${listedColumns} FROM notify_outbox WHERE target_id IN (SELECT id FROM notify_targets WHERE user_id = ${p.userId})
+      AND status = 'dead' ORDER BY created_at DESC, id LIMIT ${sql.literal(String(LISTED))}`)
   const rowById = named("Notify.row", (p: { id: string }) => sql`SELECT ${listedColumns} FROM notify_outbox WHERE id = ${p.id}`)
 
   return {

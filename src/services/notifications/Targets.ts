@@ -3,6 +3,8 @@ import { randomUUID } from "node:crypto"
 import { NotFound, ValidationError } from "../../domain/Errors.js"
 import type { NotificationInfo, SentEvent, TargetInfo } from "../../domain/Notifications.js"
 import { AddTargetInput } from "../../domain/Notifications.js"
+import type { Auth } from "../Auth.js"
+import { describe, namedIn, type StoredData } from "./Content.js"
 import type { ListedRow, NotifyStore, TargetRow } from "./Store.js"
 
 const decodeAdd = Schema.decodeUnknown(AddTargetInput, { onExcessProperty: "error" })
@@ -17,11 +19,11 @@ export const targetInfo = (t: TargetRow): TargetInfo => ({
   created_at: t.created_at
 })
 
-export const notificationInfo = (r: ListedRow): NotificationInfo => ({
+const notificationInfo = (r: ListedRow, names: ReadonlyMap<string, string>): NotificationInfo => ({
   id: r.id,
   target_id: r.target_id,
   event: r.event as SentEvent,
-  summary: (JSON.parse(r.content) as { summary: string }).summary,
+  summary: describe(r.event as SentEvent, JSON.parse(r.content) as StoredData, names).summary,
   status: r.status,
   attempts: Number(r.attempts),
   created_at: r.created_at,
@@ -33,7 +35,11 @@ export const notificationInfo = (r: ListedRow): NotificationInfo => ({
  * The owner's targets (`sophia notify add|list|remove`, the portal's Notifications page) and the owner's hand on
  * the outbox: the notifications listed, a dead one sent again (`Retry`: its attempts start over).
  */
-export const makeTargets = (store: NotifyStore) => {
+export const makeTargets = (store: NotifyStore, auth: Effect.Effect.Success<typeof Auth>) => {
+  /** Rows as listed, their agents named as they are now (one statement for every row's names). */
+  const infos = (rows: ReadonlyArray<ListedRow>) =>
+    Effect.map(auth.names(rows.flatMap((r) => namedIn(JSON.parse(r.content) as StoredData))), (names) => rows.map((r) => notificationInfo(r, names)))
+
   const add = (userId: string, input: unknown) =>
     Effect.gen(function*() {
       const decoded = yield* decodeAdd(input).pipe(Effect.mapError((e) => new ValidationError({ detail: ParseResult.TreeFormatter.formatErrorSync(e) })))
@@ -69,8 +75,8 @@ export const makeTargets = (store: NotifyStore) => {
 
   const notifications = (userId: string) =>
     Effect.gen(function*() {
-      const recent = (yield* store.recentOf(userId)).map(notificationInfo)
-      const dead = (yield* store.deadOf(userId)).map(notificationInfo)
+      const recent = yield* infos(yield* store.recentOf(userId))
+      const dead = yield* infos(yield* store.deadOf(userId))
       return { recent, dead } as const
     })
 
@@ -80,7 +86,7 @@ export const makeTargets = (store: NotifyStore) => {
       const now = iso(yield* Clock.currentTimeMillis)
       const revived = yield* store.retryDead({ id, userId, now })
       if (revived.length === 0) return yield* new NotFound({ what: "dead notification", id })
-      return notificationInfo((yield* store.rowById(id))!)
+      return (yield* infos([(yield* store.rowById(id))!]))[0]
     })
 
   return { add, list, find, remove, notifications, retry } as const
