@@ -7,7 +7,7 @@ import { Leases } from "./Leases.js"
 import { Ledger } from "./Ledger.js"
 import { makeDelivery } from "./notifications/Delivery.js"
 import { makeOutbox } from "./notifications/Outbox.js"
-import { makeNotifyStore } from "./notifications/Store.js"
+import { type ClaimedRow, makeNotifyStore } from "./notifications/Store.js"
 import { makeTargets } from "./notifications/Targets.js"
 import { Portal } from "./Portal.js"
 import { spanned } from "./Spans.js"
@@ -77,6 +77,14 @@ export class Notifications extends Effect.Service<Notifications>()("sophia/Notif
     /** One look of a worker: send what is due now; `baseUrl` makes the portal's links absolute. Returns how many were delivered. */
     const deliverDue = spanned("Notifications.deliverDue", (baseUrl: string) => die(delivery.deliverDue(baseUrl)))
 
+    /**
+     * The worker's two steps, for a worker that does not wait for one send before the next claim (a target that
+     * hangs for its 10 s must not hold back another's notification): claim the due rows, then send each claimed
+     * row (true when delivered).
+     */
+    const claimDue = spanned("Notifications.claimDue", () => die(delivery.claimDue))
+    const sendClaimed = spanned("Notifications.sendClaimed", (row: ClaimedRow, baseUrl: string) => die(delivery.deliverOne(row, baseUrl)))
+
     /** When the next pending notification is due (null: none is pending). */
     const nextDue = spanned("Notifications.nextDue", () => die(store.nextDue))
 
@@ -98,6 +106,8 @@ export class Notifications extends Effect.Service<Notifications>()("sophia/Notif
       notifications,
       retry,
       deliverDue,
+      claimDue,
+      sendClaimed,
       nextDue,
       nudged,
       endsBadly: outbox.endsBadly,

@@ -48,12 +48,14 @@ const onFile = (db: string) => {
 }
 
 describe.sequential("notifications from a real daemon", () => {
-  it("a receiver hears approval_requested within 2 s of the gated call, with a signature that verifies", { timeout: 120_000 }, async () => {
+  it("a receiver hears approval_requested within 2 s of the gated call, signed — a target that hangs beside it holds nothing back", { timeout: 120_000 }, async () => {
     const db = tempDb()
     const daemon = await startDaemon(db, { SOPHIA_APPROVAL_WAIT_MS: "0" })
     const receiver = await startReceiver()
+    const hanging = await startReceiver(() => "hang")
     const app = onFile(db)
     try {
+      await app.addTarget({ url: hanging.url, events: ["approval_requested"] })
       await app.addTarget({ url: receiver.url, events: ["approval_requested"], secret: "whsec_e2e" })
       const scribe = mint(db, "scribe", "assistant")
       const refused = await rest(daemon, scribe, "sophia.add_document", { title: "t", body: "b" })
@@ -67,8 +69,16 @@ describe.sequential("notifications from a real daemon", () => {
       assert.strictEqual(body.id, got.headers["sophia-delivery"])
       assert.strictEqual(body.data.approval_id, refused.error.approval_id)
       assert.match(body.links.approve, new RegExp(`^${daemon.baseUrl}/portal/approve/${refused.error.approval_id}\\?token=spa_`))
+      // the hanging target holds its first POST open (10 s timeout); a second call still reaches the other at once
+      await hanging.waitFor(1, 5000)
+      const again = await rest(daemon, scribe, "sophia.add_document", { title: "t2", body: "b" })
+      const againAt = Date.now()
+      const [, second] = await receiver.waitFor(2, 10_000)
+      assert.isBelow(second.at - againAt, 2000, `heard ${second.at - againAt} ms after the second call`)
+      assert.strictEqual(JSON.parse(second.body).data.approval_id, again.error.approval_id)
     } finally {
       await app.dispose()
+      await hanging.close()
       await receiver.close()
       await daemon.kill("SIGTERM")
     }

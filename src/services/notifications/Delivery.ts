@@ -110,18 +110,23 @@ export const makeDelivery = ({ store, auth, portal, me, timeoutMs, firstBackoffM
       return yield* record(row, outcome)
     })
 
+  /** Claim up to a batch of the rows due now (each then belongs to this claim until its send's timeout has passed). */
+  const claimDue = Effect.gen(function*() {
+    const now = yield* Clock.currentTimeMillis
+    return yield* store.sql.withTransaction(store.claim({ now: iso(now), until: iso(now + claimMs), me }))
+  })
+
   /** Claim what is due now and send it, a batch at a time, until nothing due is left; returns how many were delivered. */
   const deliverDue = (baseUrl: string) =>
     Effect.gen(function*() {
       let delivered = 0
       while (true) {
-        const now = yield* Clock.currentTimeMillis
-        const claimed = yield* store.sql.withTransaction(store.claim({ now: iso(now), until: iso(now + claimMs), me }))
+        const claimed = yield* claimDue
         const sent = yield* Effect.forEach(claimed, (row) => deliverOne(row, baseUrl), { concurrency: SENDS_AT_ONCE })
         delivered += sent.filter((ok) => ok).length
         if (claimed.length < CLAIM_BATCH) return delivered
       }
     })
 
-  return { deliverDue } as const
+  return { claimDue, deliverOne, deliverDue } as const
 }
