@@ -135,6 +135,23 @@ suite("notifications in chromium", () => {
     await other.close()
   })
 
+  it("with the owner's session the link goes straight to the approval and spends nothing", { timeout: 60_000 }, async () => {
+    const refused = await rest(scribe, "sophia.add_document", { title: "Owner at the desk", body: "b" })
+    const id: string = refused.body.error.approval_id
+    const heard = await ok.waitFor(3)
+    const link = JSON.parse(heard.find((r) => r.body.includes(id))!.body).links.approve as string
+    await page.goto(link)
+    assert.strictEqual(new URL(page.url()).searchParams.get("approval"), id)
+    assert.isTrue(await page.getByRole("navigation", { name: "Portal" }).isVisible(), "the owner's own session, whole")
+    // the token is still good for a browser without a session
+    const other = await browser.newContext()
+    const p = await other.newPage()
+    await p.goto(link)
+    assert.strictEqual(new URL(p.url()).searchParams.get("approval"), id)
+    await p.locator(`[data-approval="${id}"]`).waitFor()
+    await other.close()
+  })
+
   it("a target that keeps failing leaves a dead letter; Retry delivers it; Remove removes the target", { timeout: 90_000 }, async () => {
     await page.goto(`${daemon.baseUrl}/portal/notifications`)
     await addTarget(failing.url)
