@@ -3,6 +3,7 @@
  * shared, slots and their capacity, expiry by the sweep (TestClock), renewals and releases, takeovers of
  * orphaned leases only, and what `leases` lists.
  */
+import { SqlClient } from "@effect/sql"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Option, TestClock } from "effect"
 import type { Caller } from "../src/domain/Auth.js"
@@ -59,6 +60,50 @@ describe("Leases", () => {
       yield* acquire(b, { resources: ["path:src/**"], project: "other" })
       // the holder's own leases never stand in its way
       yield* acquire(a, { resources: ["path:src/a.ts"] })
+    }).pipe(Effect.provide(SophiaTest)))
+
+  it.effect("the store finds the holds on the asked glob's chain — above, at and below its base, names whose bytes sort near it excluded — and every end takes a lease's holds with it", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const auth = yield* Auth
+      const leases = yield* Leases
+      const { caller: a } = yield* connect("a")
+      const { caller: b } = yield* connect("b")
+      const below = yield* acquire(a, { resources: ["path:src/lib/deep/a.ts"] })
+      const atBase = yield* acquire(a, { resources: ["path:src/lib"] })
+      const above = yield* acquire(a, { resources: ["path:src/*.md"] })
+      // bases that sort right beside src/lib/ byte by byte, but are not below it
+      yield* acquire(a, { resources: ["path:src/lib.ts", "path:src/lib-old/x.ts", "path:src/lib0/y.ts", "path:src/libs/z.ts"] })
+      const holdersOf = (resources: ReadonlyArray<string>) =>
+        Effect.map(refused(b, "sophia.lease_acquire", { resources, reason: "r" }, "lease_conflict"), (e) => e.holders.map((h: any) => h.lease_id))
+      assert.sameMembers(yield* holdersOf(["path:src/lib/**"]), [below.lease_id, atBase.lease_id])
+      assert.sameMembers(yield* holdersOf(["path:src/lib/deep"]), [below.lease_id, atBase.lease_id])
+      assert.sameMembers(yield* holdersOf(["path:SRC/LIB/Deep/A.ts"]), [below.lease_id, atBase.lease_id])
+      assert.includeMembers(yield* holdersOf(["path:**/a.ts"]), [below.lease_id, atBase.lease_id])
+      assert.sameMembers(yield* holdersOf(["path:src/notes.md"]), [above.lease_id])
+      yield* acquire(b, { resources: ["path:src/li/x.ts", "path:src/lib1/x.ts"] })
+
+      const holds = Effect.map(sql<{ n: number | string }>`SELECT COUNT(*) AS n FROM lease_holds WHERE user_id = ${a.userId}`, (r) => Number(r[0].n))
+      const before = yield* holds
+      // released by its holder, by the owner, expired by the sweep, taken over: each end takes its holds
+      yield* ok(a, "sophia.lease_release", { lease_id: below.lease_id })
+      assert.strictEqual(yield* holds, before - 1)
+      yield* leases.releaseAsOwner(b, atBase.lease_id)
+      assert.strictEqual(yield* holds, before - 2)
+      const { caller: c } = yield* connect("c")
+      yield* acquire(c, { resources: ["path:tmp/x", "slot:t"], ttl_s: 60 })
+      const { caller: d } = yield* connect("d")
+      const taken = yield* acquire(d, { resources: ["path:gone/**"] })
+      const countAll = Effect.map(sql<{ n: number | string }>`SELECT COUNT(*) AS n FROM lease_holds`, (r) => Number(r[0].n))
+      const all = yield* countAll
+      yield* TestClock.adjust("61 seconds")
+      assert.strictEqual(yield* leases.sweep(), 1)
+      assert.strictEqual(yield* countAll, all - 2)
+      yield* auth.revoke("d")
+      const over = yield* acquire(c, { resources: ["path:gone/x.ts"] })
+      assert.deepStrictEqual(over.took_over, [taken.lease_id])
+      const [row] = yield* sql<{ n: number | string }>`SELECT COUNT(*) AS n FROM lease_holds WHERE lease_id = ${taken.lease_id}`
+      assert.strictEqual(Number(row.n), 0)
     }).pipe(Effect.provide(SophiaTest)))
 
   it.effect("shared holders coexist; an exclusive lease waits for all of them (refused naming each), then is granted", () =>

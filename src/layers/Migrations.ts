@@ -19,6 +19,7 @@ import hooksReceipts from "./migrations/0017_hooks_receipts.js"
 import leaseHolders from "./migrations/0018_lease_holders.js"
 import notifications from "./migrations/0019_notifications.js"
 import approveLinksSilences from "./migrations/0020_approve_links_silences.js"
+import leaseChains from "./migrations/0023_lease_chains.js"
 
 /**
  * Every schema change, in order, as a static record (no file-system loader: the daemon runs from
@@ -43,7 +44,8 @@ export const migrations = {
   "0017_hooks_receipts": hooksReceipts,
   "0018_lease_holders": leaseHolders,
   "0019_notifications": notifications,
-  "0020_approve_links_silences": approveLinksSilences
+  "0020_approve_links_silences": approveLinksSilences,
+  "0023_lease_chains": leaseChains
 }
 
 export const runMigrations = Migrator.make({})({

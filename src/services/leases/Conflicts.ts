@@ -1,7 +1,7 @@
 import { Clock, Effect } from "effect"
 import type { ConnectionInfo } from "../../domain/Auth.js"
 import type { ParsedResource } from "../../domain/LeaseGlobs.js"
-import { ancestorKeys, baseKey, globsOverlap } from "../../domain/LeaseGlobs.js"
+import { baseKey, globsOverlap } from "../../domain/LeaseGlobs.js"
 import type { LeaseHolder, LeaseMode } from "../../domain/Leases.js"
 import type { Orphaning } from "../../domain/Orphans.js"
 import { orphanOf } from "../../domain/Orphans.js"
@@ -77,7 +77,7 @@ export const makeConflicts = (store: LeaseStore, auth: Auth, silentAfterS: numbe
     Effect.map(
       wanted.kind === "slot"
         ? store.holdsOfSlot(userId, project, wanted.name)
-        : store.holdsOnChain(userId, project, ancestorKeys(baseKey(wanted.glob)), baseKey(wanted.glob)),
+        : store.holdsOnChain(userId, project, baseKey(wanted.glob)),
       (holds) => holds.filter((h) => h.expires_ms > now)
     )
 

@@ -11,8 +11,8 @@ import type { LeaseDbRow, LeaseStore } from "./Store.js"
  * How a lease lives on and ends: renewed by its holder (from now, by `ttl_s` or its own ttl again), released
  * by its holder or the owner (the portal's `Release`), expired by the sweep. Every end is one conditional
  * update (`... WHERE status = 'active'`), so a lease ends exactly once whichever daemon, sweep or call gets
- * there first; its holds go in the same transaction, and `LeaseChanged` is published there (a `lease_free`
- * wait resolves with it).
+ * there first; its holds go in that same statement (the store's trigger, migration 0023), and `LeaseChanged`
+ * is published in its transaction (a `lease_free` wait resolves with it).
  */
 
 const iso = (ms: number) => new Date(ms).toISOString()
@@ -66,7 +66,6 @@ export const makeEnds = (deps: { readonly store: LeaseStore; readonly events: Ev
     Effect.gen(function*() {
       const [ended] = yield* store.end({ id: leaseId, status: "released", at: iso(now), by })
       if (ended === undefined) return false
-      yield* store.dropHolds(leaseId)
       yield* published(ended, "released", iso(now))
       return true
     })
@@ -80,7 +79,6 @@ export const makeEnds = (deps: { readonly store: LeaseStore; readonly events: Ev
         yield* ownActive(caller, leaseId, now, "release")
         return yield* new InvalidTransition({ detail: `lease ${leaseId} ended meanwhile` })
       }
-      yield* store.dropHolds(leaseId)
       yield* published(ended, "released", iso(now))
       return { lease_id: ended.id, status: "released" as const }
     })
@@ -102,7 +100,6 @@ export const makeEnds = (deps: { readonly store: LeaseStore; readonly events: Ev
     Effect.gen(function*() {
       const [ended] = yield* store.expire({ id: leaseId, at: iso(now), now })
       if (ended === undefined) return 0
-      yield* store.dropHolds(leaseId)
       yield* published(ended, "expired", iso(now))
       return 1
     })

@@ -5,13 +5,13 @@ import type { Caller } from "../../domain/Auth.js"
 import { ValidationError } from "../../domain/Errors.js"
 import { LeaseChanged } from "../../domain/Events.js"
 import type { ParsedResource } from "../../domain/LeaseGlobs.js"
-import { ancestorKeys, baseKey, parseResource } from "../../domain/LeaseGlobs.js"
+import { baseKey, parseResource } from "../../domain/LeaseGlobs.js"
 import type { LeaseAcquireInput, LeaseGrant, LeaseMode, LeaseTakeover } from "../../domain/Leases.js"
 import { DEFAULT_PROJECT, LEASE_TTL_DEFAULT_S, LeaseConflict } from "../../domain/Leases.js"
 import type { Events } from "../Events.js"
 import { LEASES_LOCK, serialize } from "../store/Locking.js"
 import type { Conflicts } from "./Conflicts.js"
-import type { HoldInsert, HoldRow, LeaseStore, PrefixInsert } from "./Store.js"
+import type { HoldInsert, HoldRow, LeaseStore } from "./Store.js"
 
 /**
  * Granting a lease: all or nothing, race-free across daemons. The decision over one project is serialized
@@ -50,12 +50,11 @@ export const makeGrants = (deps: {
 }) => {
   const { conflicts, events, sql, store } = deps
 
-  /** End an orphaned lease in favour of `by`: its holds go, the takeover is recorded. */
+  /** End an orphaned lease in favour of `by` (its holds go with it), the takeover recorded. */
   const takeOver = (userId: string, by: string, held: HoldRow, gone: { reason: "revoked" | "silent"; since: string }, at: string) =>
     Effect.gen(function*() {
       const [ended] = yield* store.end({ id: held.lease_id, status: "taken_over", at, by })
       if (ended === undefined) return undefined
-      yield* store.dropHolds(held.lease_id)
       yield* store.insertTakeover({
         leaseId: by,
         previous: held.lease_id,
@@ -79,7 +78,7 @@ export const makeGrants = (deps: {
       return taken
     })
 
-  /** The new lease's rows: the lease, one hold per resource, every prefix of each path's base. */
+  /** The new lease's rows: the lease, one hold per resource (a path's by its base, a slot's by its name). */
   const write = (caller: Caller, lease: {
     readonly id: string
     readonly project: string
@@ -107,7 +106,6 @@ export const makeGrants = (deps: {
         expiresMs
       })
       const holds: Array<HoldInsert> = []
-      const prefixes: Array<PrefixInsert> = []
       for (const r of resources) {
         const base = r.kind === "slot" ? r.name : baseKey(r.glob)
         holds.push({
@@ -121,14 +119,11 @@ export const makeGrants = (deps: {
           mode,
           expires_ms: expiresMs
         })
-        if (r.kind === "path") {
-          for (const prefix of ancestorKeys(base)) prefixes.push({ user_id: caller.userId, project, prefix, lease_id: id, resource: r.resource })
-        } else {
+        if (r.kind === "slot") {
           yield* store.insertSlot({ userId: caller.userId, project, name: r.name, capacity: lease.input.capacity ?? 1, at: iso(now) })
         }
       }
       yield* store.insertHolds(holds)
-      if (prefixes.length > 0) yield* store.insertPrefixes(prefixes)
       // its refusing subscriber (Waits) refuses a grant that would close a cycle of waits
       yield* events.publishOrRefuse(
         new LeaseChanged({

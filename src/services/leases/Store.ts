@@ -1,16 +1,17 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Schema } from "effect"
+import { ancestorKeys } from "../../domain/LeaseGlobs.js"
 import { LeaseMode } from "../../domain/Leases.js"
 import { DbInt } from "../../domain/Time.js"
 import { makeStatements } from "../store/Statements.js"
 
 /**
- * The statements of Leases over its own tables (`leases`, `lease_holds`, `lease_prefixes`, `lease_slots`,
- * `lease_takeovers`; the layout is the migration's, 0015_leases.ts), each named, with the rows they return
+ * The statements of Leases over its own tables (`leases`, `lease_holds`, `lease_slots`, `lease_takeovers`; the
+ * layout is the migrations', 0015_leases.ts and 0023_lease_chains.ts), each named, with the rows they return
  * decoded. A module of the Leases service: it returns effects, and only the service's own modules call them.
  */
 
-/** Most values a shaped statement binds through its compiled text (a lease's holds and prefixes). */
+/** Most values a shaped statement binds through its compiled text (a lease's holds, a chain's bases). */
 const SHAPED_MAX = 1024
 
 /** An active hold as a conflict check reads it. */
@@ -66,14 +67,6 @@ export type HoldInsert = {
   readonly mode: string
   readonly expires_ms: number
 }
-export type PrefixInsert = {
-  readonly user_id: string
-  readonly project: string
-  readonly prefix: string
-  readonly lease_id: string
-  readonly resource: string
-}
-
 type Infra = { readonly _tag: "SqlError" } | { readonly _tag: "ParseError" }
 const isInfra = (e: unknown): boolean =>
   typeof e === "object" && e !== null && "_tag" in e && (e._tag === "SqlError" || e._tag === "ParseError")
@@ -88,18 +81,21 @@ export const makeLeaseStore = Effect.gen(function*() {
 
   // ---- what a conflict check reads ----------------------------------------------------------------
   // the holds on a glob's chain, in one statement: those whose base is an ancestor of (or equal to) the
-  // glob's base, and those below it (through the prefixes of their bases)
+  // glob's base, and those below it — the bases in [`<base>/`, `<base>0`), byte by byte (migration 0023)
   const holdsOnChain = shaped(
     "Leases.holdsOnChain",
     SHAPED_MAX,
-    (p: { userId: string; project: string; bases: ReadonlyArray<string>; base: string }) =>
+    (p: { userId: string; project: string; bases: ReadonlyArray<string>; below: string; above: string }) =>
       sql`SELECT lease_id, resource, connection_id, mode, expires_ms FROM lease_holds
         WHERE user_id = ${p.userId} AND project = ${p.project} AND kind = 'path' AND ${sql.in("base", p.bases)}
       UNION
-      SELECT h.lease_id, h.resource, h.connection_id, h.mode, h.expires_ms
-        FROM lease_prefixes x JOIN lease_holds h ON h.lease_id = x.lease_id AND h.resource = x.resource
-        WHERE x.user_id = ${p.userId} AND x.project = ${p.project} AND x.prefix = ${p.base}`
+      SELECT lease_id, resource, connection_id, mode, expires_ms FROM lease_holds
+        WHERE user_id = ${p.userId} AND project = ${p.project} AND kind = 'path' AND base >= ${p.below} AND base < ${p.above}`
   )
+  // a glob wild from its first segment (base ""): every path hold of the project is on its chain
+  const pathHolds = named("Leases.pathHolds", (p: { userId: string; project: string }) =>
+    sql`SELECT lease_id, resource, connection_id, mode, expires_ms FROM lease_holds
+      WHERE user_id = ${p.userId} AND project = ${p.project} AND kind = 'path'`)
   const holdsOfSlot = named("Leases.holdsOfSlot", (p: { userId: string; project: string; name: string }) =>
     sql`SELECT lease_id, resource, connection_id, mode, expires_ms FROM lease_holds
       WHERE user_id = ${p.userId} AND project = ${p.project} AND kind = 'slot' AND base = ${p.name}`)
@@ -127,8 +123,6 @@ export const makeLeaseStore = Effect.gen(function*() {
         ${p.ttlS}, ${p.createdAt}, ${p.expiresAt}, ${p.expiresMs}, 'active')`)
   const insertHolds = shaped("Leases.insertHolds", SHAPED_MAX, (p: { rows: ReadonlyArray<HoldInsert> }) =>
     sql`INSERT INTO lease_holds ${sql.insert(p.rows as any)}`)
-  const insertPrefixes = shaped("Leases.insertPrefixes", SHAPED_MAX, (p: { rows: ReadonlyArray<PrefixInsert> }) =>
-    sql`INSERT INTO lease_prefixes ${sql.insert(p.rows as any)}`)
   const insertSlot = named("Leases.insertSlot", (p: { userId: string; project: string; name: string; capacity: number; at: string }) =>
     sql`INSERT INTO lease_slots (user_id, project, name, capacity, created_at)
       VALUES (${p.userId}, ${p.project}, ${p.name}, ${p.capacity}, ${p.at}) ON CONFLICT DO NOTHING`)
@@ -148,6 +142,8 @@ export const makeLeaseStore = Effect.gen(function*() {
     sql`SELECT ${leaseColumns} FROM leases WHERE ${sql.in("id", p.ids)}`)
   const findLease = named("Leases.find", (p: { userId: string; id: string }) =>
     sql`SELECT ${leaseColumns} FROM leases WHERE id = ${p.id} AND user_id = ${p.userId}`)
+  // Every end below is one conditional update of `status`: the store's trigger deletes the lease's holds in
+  // that statement (migration 0023), so an end can never leave holds behind.
   /** End an active lease (conditional: zero rows when it had ended already); its holds go with it. */
   const endActive = named("Leases.end", (p: { id: string; status: string; at: string; by: string | null }) =>
     sql`UPDATE leases SET status = ${p.status}, ended_at = ${p.at}, ended_by = ${p.by}
@@ -161,8 +157,6 @@ export const makeLeaseStore = Effect.gen(function*() {
   const expireDue = named("Leases.expire", (p: { id: string; at: string; now: number }) =>
     sql`UPDATE leases SET status = 'expired', ended_at = ${p.at}
       WHERE id = ${p.id} AND status = 'active' AND expires_ms <= ${p.now} RETURNING ${leaseColumns}`)
-  const deleteHolds = named("Leases.deleteHolds", (p: { id: string }) => sql`DELETE FROM lease_holds WHERE lease_id = ${p.id}`)
-  const deletePrefixes = named("Leases.deletePrefixes", (p: { id: string }) => sql`DELETE FROM lease_prefixes WHERE lease_id = ${p.id}`)
   const renewLease = named("Leases.renew", (p: { id: string; expiresAt: string; expiresMs: number; ttlS: number; now: number }) =>
     sql`UPDATE leases SET expires_at = ${p.expiresAt}, expires_ms = ${p.expiresMs}, ttl_s = ${p.ttlS}
       WHERE id = ${p.id} AND status = 'active' AND expires_ms > ${p.now} RETURNING id`)
@@ -195,15 +189,20 @@ export const makeLeaseStore = Effect.gen(function*() {
 
   const die = dieOnInfra
   return {
-    holdsOnChain: (userId: string, project: string, bases: ReadonlyArray<string>, base: string) =>
-      die(Effect.flatMap(holdsOnChain({ userId, project, bases, base }), decodeHolds)),
+    /** The path holds on the chain of `base` (a glob's base key): its ancestors, itself, and every base below it. */
+    holdsOnChain: (userId: string, project: string, base: string) =>
+      die(Effect.flatMap(
+        base === ""
+          ? pathHolds({ userId, project })
+          : holdsOnChain({ userId, project, bases: ancestorKeys(base), below: `${base}/`, above: `${base}0` }),
+        decodeHolds
+      )),
     holdsOfSlot: (userId: string, project: string, name: string) =>
       die(Effect.flatMap(holdsOfSlot({ userId, project, name }), decodeHolds)),
     slotCapacity: (userId: string, project: string, name: string) =>
       die(Effect.map(Effect.flatMap(slotCapacity({ userId, project, name }), decodeCapacity), (rows) => rows[0]?.capacity)),
     insertLease: (p: Parameters<typeof insertLease>[0]) => die(insertLease(p)),
     insertHolds: (rows: ReadonlyArray<HoldInsert>) => die(insertHolds({ rows })),
-    insertPrefixes: (rows: ReadonlyArray<PrefixInsert>) => die(insertPrefixes({ rows })),
     insertSlot: (p: Parameters<typeof insertSlot>[0]) => die(insertSlot(p)),
     insertTakeover: (p: Parameters<typeof insertTakeover>[0]) => die(insertTakeover(p)),
     byIds: (ids: ReadonlyArray<string>) =>
@@ -212,7 +211,6 @@ export const makeLeaseStore = Effect.gen(function*() {
     end: (p: Parameters<typeof endActive>[0]) => die(Effect.flatMap(endActive(p), decodeLeases)),
     endOwn: (p: Parameters<typeof endOwn>[0]) => die(Effect.flatMap(endOwn(p), decodeLeases)),
     expire: (p: Parameters<typeof expireDue>[0]) => die(Effect.flatMap(expireDue(p), decodeLeases)),
-    dropHolds: (id: string) => die(Effect.zipRight(deleteHolds({ id }), deletePrefixes({ id }))),
     renew: (p: Parameters<typeof renewLease>[0]) =>
       die(Effect.flatMap(renewLease(p), (rows) => rows.length > 0 ? Effect.as(renewHolds(p), true) : Effect.succeed(false))),
     due: (now: number) => die(Effect.map(Effect.flatMap(dueLeases({ now }), decodeIds), (rows) => rows.map((r) => r.id))),
