@@ -2,7 +2,8 @@
  * The envelope on a SQLite file keeps a quiet caller's `_inbox_unread` while nothing is committed anywhere
  * (services/readmodel/Envelope.ts, `StoreVersion` from layers/sqlite/). What must hold: the kept count is never served after
  * any commit — this process's, or a real second OS process's on the same file — and a caller with an open
- * or undelivered wait is read every time (its `_blocking` / `_wait_resolved` are never skipped).
+ * or undelivered wait is read every time (its `_blocking` / `_wait_resolved` are never skipped). A commit that
+ * changes no envelope (a lease's, `EnvelopeNeutral`) does not end it, and the count stays exact across it.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Layer } from "effect"
@@ -79,6 +80,51 @@ describe("Envelope: the kept unread count", () => {
       assert.strictEqual(page.posts.length, 5)
       assert.strictEqual(page._inbox_unread, 0)
       assert.strictEqual((yield* call(reader, "sophia.orient"))._inbox_unread, 0)
+    }).pipe(Effect.scoped), 120_000)
+
+  it.live("is kept across a lease's commits (envelope-neutral: they change no envelope), and stays exact; a release that resolves a wait is an ordinary commit", () =>
+    Effect.gen(function*() {
+      const { call, db, inApp, version } = yield* onFreshFile
+      const { caller: holder } = yield* inApp(connect("holder"))
+      const { bearer: writerBearer, caller: writer } = yield* inApp(connect("writer"))
+      const { caller: waiter } = yield* inApp(connect("waiter"))
+      const relevant = () => version.current() - version.neutral()
+
+      yield* call(writer, "sophia.coordination_post", { channel: "arc:lease", kind: "status", body: "one" })
+      assert.strictEqual((yield* call(holder, "sophia.orient"))._inbox_unread, 1)
+      // a grant and a release commit, neutrally: the store moved, what an envelope reads did not
+      const before = { current: version.current(), neutral: version.neutral(), relevant: relevant() }
+      const held = yield* call(holder, "sophia.lease_acquire", { resources: ["path:src/**"], reason: "r" })
+      assert.strictEqual(held._inbox_unread, 1)
+      const released = yield* call(holder, "sophia.lease_release", { lease_id: held.lease_id })
+      assert.strictEqual(released._inbox_unread, 1)
+      assert.strictEqual(version.current(), before.current + 2)
+      assert.strictEqual(version.neutral(), before.neutral + 2)
+      assert.strictEqual(relevant(), before.relevant)
+      // a refused grant commits nothing
+      yield* call(writer, "sophia.lease_acquire", { resources: ["slot:s"], reason: "r" })
+      const refused = yield* call(holder, "sophia.lease_acquire", { resources: ["slot:s"], reason: "r" })
+      assert.strictEqual(refused.error?.code, "lease_conflict")
+      assert.strictEqual(version.neutral(), before.neutral + 3)
+
+      // exact across them: a post here, then posts by another OS process, each seen by the next lease call
+      yield* call(writer, "sophia.coordination_post", { channel: "arc:lease", kind: "status", body: "two" })
+      const next = yield* call(holder, "sophia.lease_acquire", { resources: ["path:docs/**"], reason: "r" })
+      assert.strictEqual(next._inbox_unread, 2)
+      assert.deepStrictEqual(yield* otherProcessPosts(db, writerBearer, "arc:lease", 2), [3, 4])
+      const renewed = yield* call(holder, "sophia.lease_renew", { lease_id: next.lease_id })
+      assert.strictEqual(renewed._inbox_unread, 4)
+
+      // a release that resolves a wait publishes WaitResolved: an ordinary commit, and the waiter hears of it
+      const wait = yield* call(waiter, "sophia.declare_wait", { predicate: { type: "lease_free", resource: "path:docs/a.md" }, reason: "r" })
+      assert.isUndefined(wait.resolution)
+      const neutralBefore = version.neutral()
+      const relevantBefore = relevant()
+      yield* call(holder, "sophia.lease_release", { lease_id: next.lease_id })
+      assert.strictEqual(version.neutral(), neutralBefore)
+      assert.isAbove(relevant(), relevantBefore)
+      const heard = yield* call(waiter, "sophia.orient")
+      assert.deepStrictEqual(heard._wait_resolved?.map((r: any) => [r.wait_id, r.resolution]), [[wait.wait_id, "satisfied"]])
     }).pipe(Effect.scoped), 120_000)
 
   it.live("right after the caller's own write it is stamped without asking the store, and stays exact", () =>

@@ -2,6 +2,7 @@ import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, FiberRef, PubSub, type Queue, type Scope } from "effect"
 import type { DomainEvent, DomainEventOf, DomainEventTag, RefusalOf } from "../domain/Events.js"
+import { EnvelopeNeutral } from "./store/Statements.js"
 
 /**
  * What a subscriber's failure does to the write that published the event. Every subscription names
@@ -89,7 +90,22 @@ export class Events extends Effect.Service<Events>()("sophia/Events", {
      * `sql.withTransaction` for a write that publishes: nested calls become savepoints whose events join
      * the enclosing transaction's; the outermost hands them to listeners once it has committed.
      */
-    const transaction = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
+    const transaction = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> => transact(effect, undefined)
+
+    /**
+     * `transaction`, for a write that changes nothing the envelope reads (`EnvelopeNeutral`,
+     * services/store/Statements.ts) as long as it publishes only events of `tags` — what its subscribers did
+     * shows in what they published (a wait resolved publishes `WaitResolved`). Its commit is then counted
+     * neutral, and a quiet caller's envelope is answered again without reading (readmodel/Envelope.ts). Any
+     * other event, or a nested transaction that does not say so, makes the commit an ordinary one.
+     */
+    const neutralTransaction = (tags: ReadonlyArray<DomainEventTag>) =>
+    <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> => transact(effect, tags)
+
+    const transact = <A, E, R>(
+      effect: Effect.Effect<A, E, R>,
+      neutral: ReadonlyArray<DomainEventTag> | undefined
+    ): Effect.Effect<A, E | SqlError, R> =>
       Effect.gen(function*() {
         const outer = yield* FiberRef.get(pending)
         const buffer: Array<DomainEvent> = []
@@ -99,7 +115,14 @@ export class Events extends Effect.Service<Events>()("sophia/Events", {
           buffer.length = 0
           return effect
         })
-        const result = yield* Effect.locally(sql.withTransaction(attempt), pending, buffer)
+        // after the effect, inside the transaction (before its COMMIT): still neutral only if it published
+        // nothing else
+        const checked: Effect.Effect<A, E, R> = neutral === undefined
+          ? (outer === undefined ? attempt : Effect.zipLeft(attempt, FiberRef.set(EnvelopeNeutral, false)))
+          : Effect.tap(attempt, (): Effect.Effect<void> =>
+            buffer.every((event) => neutral.includes(event._tag)) ? Effect.void : FiberRef.set(EnvelopeNeutral, false))
+        const run: Effect.Effect<A, E | SqlError, R> = Effect.locally(sql.withTransaction(checked), pending, buffer)
+        const result = yield* (neutral !== undefined && outer === undefined ? Effect.locally(run, EnvelopeNeutral, true) : run)
         if (outer !== undefined) outer.push(...buffer)
         else if (buffer.length > 0) yield* PubSub.publishAll(committed, buffer)
         return result
@@ -126,6 +149,6 @@ export class Events extends Effect.Service<Events>()("sophia/Events", {
      */
     const deliver = (event: DomainEvent): Effect.Effect<void> => Effect.asVoid(PubSub.publish(committed, event))
 
-    return { publish, publishOrRefuse, transaction, subscribe, wiring, listen, deliver } as const
+    return { publish, publishOrRefuse, transaction, neutralTransaction, subscribe, wiring, listen, deliver } as const
   })
 }) {}

@@ -78,7 +78,11 @@ export class Leases extends Effect.Service<Leases>()("sophia/Leases", {
         return yield* tried
       })
 
-    const attempt = (caller: Caller, input: LeaseAcquireInput) => die(events.transaction(tryAcquire(caller, input)))
+    // A lease's writes touch its own tables only: unless a subscriber resolved a wait (`WaitResolved`), its
+    // commit changes no envelope, and the caller's next envelope is not read again for it.
+    const transaction = events.neutralTransaction(["LeaseChanged"])
+
+    const attempt = (caller: Caller, input: LeaseAcquireInput) => die(transaction(tryAcquire(caller, input)))
 
     /** `sophia.lease_acquire`: granted whole, or refused `lease_conflict` naming every live holder; `wait_s` waits. */
     const acquire = spanned("Leases.acquire", (caller: Caller, input: LeaseAcquireInput) => {
@@ -87,14 +91,14 @@ export class Leases extends Effect.Service<Leases>()("sophia/Leases", {
     })
 
     /** `sophia.lease_renew`. */
-    const renew = spanned("Leases.renew", (caller: Caller, input: LeaseRenewInput) => die(events.transaction(ends.renew(caller, input))))
+    const renew = spanned("Leases.renew", (caller: Caller, input: LeaseRenewInput) => die(transaction(ends.renew(caller, input))))
 
     /** `sophia.lease_release`. */
-    const release = spanned("Leases.release", (caller: Caller, leaseId: string) => die(events.transaction(ends.release(caller, leaseId))))
+    const release = spanned("Leases.release", (caller: Caller, leaseId: string) => die(transaction(ends.release(caller, leaseId))))
 
     /** The owner ends any lease (the portal's `Release`): what it held, and whose it was. */
     const releaseAsOwner = spanned("Leases.releaseAsOwner", (owner: Caller, leaseId: string) =>
-      die(events.transaction(ends.releaseAsOwner(owner.connectionId, leaseId))).pipe(
+      die(transaction(ends.releaseAsOwner(owner.connectionId, leaseId))).pipe(
         Effect.flatMap((lease) =>
           Effect.map(auth.names([lease.connection_id]), (names) => ({
             lease_id: lease.id,
@@ -144,7 +148,7 @@ export class Leases extends Effect.Service<Leases>()("sophia/Leases", {
       Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
         let ended = 0
-        for (const id of yield* store.due(now)) ended += yield* events.transaction(ends.expireOne(id, now))
+        for (const id of yield* store.due(now)) ended += yield* transaction(ends.expireOne(id, now))
         return ended
       }).pipe(die))
 

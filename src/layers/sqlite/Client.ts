@@ -78,7 +78,7 @@ const createPrivate = (file: string) => {
  * writer's `PRAGMA data_version`, which moves on every other connection's commit (other processes; this
  * one's reader and checkpointer never write). `commits + moves` strictly grows whenever either does.
  */
-const versionOf = (db: Sqlite.Database, commits: () => number): Context.Tag.Service<StoreVersion> => {
+const versionOf = (db: Sqlite.Database, commits: () => number, neutral: () => number): Context.Tag.Service<StoreVersion> => {
   const dataVersion = db.prepare("PRAGMA data_version").pluck()
   let seenDataVersion: unknown = dataVersion.get()
   let moves = 0
@@ -91,7 +91,8 @@ const versionOf = (db: Sqlite.Database, commits: () => number): Context.Tag.Serv
       }
       return commits() + moves
     },
-    known: () => commits() + moves
+    known: () => commits() + moves,
+    neutral
   }
 }
 
@@ -131,15 +132,22 @@ const make = (config: SqliteStoreConfig) =>
       ? checkpointsOffLoop(db, config.filename, timeout, config.checkpoints ?? {}, (message) =>
         Runtime.runFork(runtime)(Effect.logWarning(message)))
       : undefined
-    // every commit on the writer, counted (see `StoreVersion`), and handed to the checkpoint pacing
+    // every commit on the writer, counted (see `StoreVersion`), and handed to the checkpoint pacing; the
+    // envelope-neutral ones counted apart in the same step (the write path says which COMMIT is one)
     let commits = 0
+    let neutral = 0
+    let nextCommitNeutral = false
     const writer = connectionOf(db, () => {
       commits++
+      if (nextCommitNeutral) neutral++
+      nextCommitNeutral = false
       checkpoints?.committed()
     })
-    const version = versionOf(db, () => commits)
+    const version = versionOf(db, () => commits, () => neutral)
     const permit = makePermit()
-    const writePath = makeWritePath(writer.connection, permit, checkpoints?.catchUp)
+    const writePath = makeWritePath(writer.connection, permit, checkpoints?.catchUp, (isNeutral) => {
+      nextCommitNeutral = isNeutral
+    })
 
     // `:memory:` has one connection: everything takes the permit, as a transaction would. A file routes its
     // reads (./Routing.ts), and offers that routing as the permit-free `DirectConnection`.

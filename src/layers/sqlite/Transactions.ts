@@ -2,6 +2,7 @@ import type * as Client from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Exit, FiberRef, Scope } from "effect"
+import { EnvelopeNeutral } from "../../services/store/Statements.js"
 import { inTransaction, outermostTransaction } from "./Internals.js"
 import type { Permit } from "./Permit.js"
 
@@ -14,7 +15,13 @@ import type { Permit } from "./Permit.js"
  * is registered before anything can interrupt. The taker then waits for a WAL reset if one is due
  * (`catchUp`: see `checkpointsOffLoop` in ./Checkpoints.ts).
  */
-export const makeWritePath = (writer: Connection, permit: Permit, catchUp: Effect.Effect<void> | undefined) => {
+export const makeWritePath = (
+  writer: Connection,
+  permit: Permit,
+  catchUp: Effect.Effect<void> | undefined,
+  /** told, right before an outermost COMMIT, whether that commit is envelope-neutral (`EnvelopeNeutral`) */
+  neutralNext: (neutral: boolean) => void
+) => {
   /** Take the permit for the current scope. */
   const takePermit: Effect.Effect<void, never, Scope.Scope> = Effect.uninterruptibleMask((restore) =>
     Effect.zipRight(
@@ -29,7 +36,7 @@ export const makeWritePath = (writer: Connection, permit: Permit, catchUp: Effec
     takePermit,
     /** The writer connection, under the permit for the scope: the library's `transactionAcquirer`. */
     transactionAcquirer: Effect.as(takePermit, writer),
-    withTransaction: (library: Client.SqlClient["withTransaction"]) => leanTransactions(library, writer, permit, catchUp)
+    withTransaction: (library: Client.SqlClient["withTransaction"]) => leanTransactions(library, writer, permit, catchUp, neutralNext)
   }
 }
 
@@ -52,12 +59,18 @@ const leanTransactions = (
   library: Client.SqlClient["withTransaction"],
   writer: Connection,
   permit: Permit,
-  catchUp: Effect.Effect<void> | undefined
+  catchUp: Effect.Effect<void> | undefined,
+  neutralNext: (neutral: boolean) => void
 ): Client.SqlClient["withTransaction"] => {
   // (the writer connection's own statement path, as the library's BEGIN and COMMIT take it)
   const statement = (sql: string): Effect.Effect<void, SqlError> => Effect.asVoid(writer.executeRaw(sql, []))
   const begin = statement("BEGIN IMMEDIATE")
-  const commit = Effect.orDie(statement("COMMIT"))
+  // the store counts the COMMIT as envelope-neutral when the transaction ran under `EnvelopeNeutral` (told
+  // in the step before it, under the permit: no other commit on the writer comes between)
+  const commit = Effect.orDie(Effect.zipRight(
+    Effect.flatMap(FiberRef.get(EnvelopeNeutral), (neutral) => Effect.sync(() => neutralNext(neutral))),
+    Effect.ensuring(statement("COMMIT"), Effect.sync(() => neutralNext(false)))
+  ))
   const rollback = Effect.orDie(statement("ROLLBACK"))
   return <R, E, A>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
     Effect.withFiberRuntime<A, E | SqlError, R>((fiber) => {

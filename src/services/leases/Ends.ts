@@ -2,6 +2,7 @@ import { Clock, Effect } from "effect"
 import type { Caller } from "../../domain/Auth.js"
 import { NotFound, ValidationError } from "../../domain/Errors.js"
 import { LeaseChanged } from "../../domain/Events.js"
+import { NO_REVALIDATION } from "./Store.js"
 import { InvalidTransition } from "../../domain/Ledger.js"
 import type { LeaseRenewInput } from "../../domain/Leases.js"
 import type { Events } from "../Events.js"
@@ -30,7 +31,7 @@ export const makeEnds = (deps: { readonly store: LeaseStore; readonly events: Ev
         resources: ended.resources,
         change,
         at
-      })
+      }, NO_REVALIDATION)
     )
 
   /** The caller's own active lease, or the refusal that says why not. */

@@ -12,6 +12,7 @@ import type { Events } from "../Events.js"
 import { LEASES_LOCK, serialize } from "../store/Locking.js"
 import type { Conflicts } from "./Conflicts.js"
 import type { HoldInsert, HoldRow, LeaseStore } from "./Store.js"
+import { NO_REVALIDATION } from "./Store.js"
 
 /**
  * Granting a lease: all or nothing, race-free across daemons. The decision over one project is serialized
@@ -72,7 +73,7 @@ export const makeGrants = (deps: {
           resources: ended.resources,
           change: "taken_over",
           at
-        })
+        }, NO_REVALIDATION)
       )
       const taken: LeaseTakeover = { lease_id: ended.id, connection_id: ended.connection_id, reason: gone.reason, since: gone.since }
       return taken
@@ -134,7 +135,7 @@ export const makeGrants = (deps: {
           resources: resources.map((r) => r.resource),
           change: "granted",
           at: iso(now)
-        })
+        }, NO_REVALIDATION)
       )
       return iso(expiresMs)
     })

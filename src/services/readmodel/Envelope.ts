@@ -48,8 +48,12 @@ export const makeEnvelope = Effect.gen(function*() {
   // polling a quiet store pays no statement). The version is taken before the reads, so a commit racing
   // them leaves an entry that is already stale. Callers with waits are read every time.
   // The store's own check (`current`) is paid only when the entry may still hold: after a commit of this
-  // process (the caller's own write, usually) `known` has already moved past it, and is the stamp.
-  const { current, known } = version.value
+  // process (the caller's own write, usually) `known` has already moved past it, and is the stamp. Commits
+  // that changed nothing an envelope reads (`EnvelopeNeutral`: a lease granted or released, say) are left
+  // out of both, so the entry holds across them.
+  const { neutral } = version.value
+  const current = () => version.value.current() - neutral()
+  const known = () => version.value.known() - neutral()
   const quiet = new Map<string, { readonly version: number; readonly userId: string; readonly unread: number }>()
   return (caller: Caller, options?: { readonly deliver?: boolean }): Effect.Effect<EnvelopeFields> =>
     Effect.suspend(() => {

@@ -2,7 +2,7 @@ import type { Statement } from "@effect/sql"
 import { SqlClient } from "@effect/sql"
 import type { Connection } from "@effect/sql/SqlConnection"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Context, Effect, Option } from "effect"
+import { Context, Effect, FiberRef, Option } from "effect"
 
 /**
  * A connection the store offers for single statements outside a transaction without taking the write
@@ -29,7 +29,22 @@ export class StoreVersion extends Context.Tag("sophia/StoreVersion")<StoreVersio
    * reads next, since a commit it has not counted yet makes the next `current()` larger, never equal.
    */
   readonly known: () => number
+  /**
+   * How many of this process's own commits so far were made under `EnvelopeNeutral` (counted in the same
+   * synchronous step as the commit itself). `current() - neutral()` moves on every other commit: what a
+   * reader of the envelope compares (services/readmodel/Envelope.ts).
+   */
+  readonly neutral: () => number
 }>() {}
+
+/**
+ * Set (with `Effect.locally`) around a write transaction that changes nothing the envelope reads — no
+ * post, no read mark, no wait's status or delivery: `_inbox_unread` and the waits' flags of every connection
+ * stay what they were (services/Events.ts sets it for a `transaction` that says so, and clears it when the
+ * write publishes an event it did not allow). A store that offers `StoreVersion` counts such a commit in
+ * `neutral()`; nothing else changes.
+ */
+export const EnvelopeNeutral: FiberRef.FiberRef<boolean> = FiberRef.unsafeMake(false)
 
 /** A value a statement binds. (No booleans: the SQLite driver binds none; write 1/0.) */
 export type Param = string | number | bigint | null
