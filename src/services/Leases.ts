@@ -27,8 +27,8 @@ const RECHECK_MS = 1000
 
 /**
  * Leases: agents hold files (`path:<glob>`) and shared resources (`slot:<name>`) of a project for a while,
- * exclusive or shared, all or nothing. Owns `leases`, `lease_holds`, `lease_prefixes`, `lease_slots` and
- * `lease_takeovers`; names and liveness come from Auth.
+ * exclusive or shared, all or nothing. Owns `leases`, `lease_holds`, `lease_slots` and `lease_takeovers`; names
+ * and liveness come from Auth.
  *
  * One job a file, under leases/: the statements (`Store`), who stands in the way of a lease (`Conflicts`,
  * with the overlap rule of `domain/LeaseGlobs.ts`), granting one with its takeovers (`Grants`), renewing and

@@ -41,17 +41,25 @@ const untilWaiting = async (app: App, n: number) => {
   assert.strictEqual((await stats(app)).waiting, n, "parked and waiting")
 }
 
+/** Daemons A and B and the CLI's app on a fresh schema, for the length of `body`. */
+const withDaemons = async (body: (apps: { a: App; b: App; cli: App }) => Promise<void>) => {
+  const schema = `t_${randomUUID().replaceAll("-", "")}`
+  await admin(`CREATE SCHEMA ${schema}`)
+  const url = withSearchPath(PG_BASE, schema)
+  const apps = { a: daemon(url), b: daemon(url), cli: cliApp(url) }
+  try {
+    await apps.a.runPromise(Effect.void)
+    await apps.b.runPromise(Effect.void)
+    await body(apps)
+  } finally {
+    await Promise.all([apps.a.dispose(), apps.b.dispose(), apps.cli.dispose()])
+    await admin(`DROP SCHEMA IF EXISTS ${schema} CASCADE`)
+  }
+}
+
 describe("long polls across daemons (Postgres)", () => {
   it("revocation through another daemon, or the CLI; a decision by the CLI; the pending cap with two daemons; one read per post", async () => {
-    const schema = `t_${randomUUID().replaceAll("-", "")}`
-    await admin(`CREATE SCHEMA ${schema}`)
-    const url = withSearchPath(PG_BASE, schema)
-    const a = daemon(url)
-    const b = daemon(url)
-    const cli = cliApp(url)
-    try {
-      await a.runPromise(Effect.void)
-      await b.runPromise(Effect.void)
+    await withDaemons(async ({ a, b, cli }) => {
       const writer = await mint(a, a, "writer")
 
       // revoked through daemon A while parked on daemon B: over NOTIFY
@@ -107,43 +115,26 @@ describe("long polls across daemons (Postgres)", () => {
       await sleep(200)
       assert.strictEqual((await stats(b)).wokenReads - before, 1)
       assert.strictEqual((await stats(b)).waiting, 7)
-    } finally {
-      await Promise.all([a.dispose(), b.dispose(), cli.dispose()])
-      await admin(`DROP SCHEMA IF EXISTS ${schema} CASCADE`)
-    }
+    })
   }, 120_000)
 
   it("lease_acquire long polls on B: ended unauthenticated by a revocation through A or the CLI, granted by a release on A", async () => {
-    const schema = `t_${randomUUID().replaceAll("-", "")}`
-    await admin(`CREATE SCHEMA ${schema}`)
-    const url = withSearchPath(PG_BASE, schema)
-    const a = daemon(url)
-    const b = daemon(url)
-    const cli = cliApp(url)
-    try {
-      await a.runPromise(Effect.void)
-      await b.runPromise(Effect.void)
+    await withDaemons(async ({ a, b, cli }) => {
       const holder = await mint(a, a, "holder")
       const held = await call(a, holder, "sophia.lease_acquire", { resources: ["slot:deploy"], reason: "deploying" })
       assert.isString(held.lease_id, JSON.stringify(held))
 
-      // revoked through daemon A while its lease poll is parked on B: over NOTIFY, not at its deadline
-      const viaA = await mint(a, b, "lease-revoked-on-a")
-      const pollA = call(b, viaA, "sophia.lease_acquire", { resources: ["slot:deploy"], reason: "next", wait_s: 60 })
-      await untilWaiting(b, 1)
-      await a.runPromise(Effect.flatMap(Auth, (auth) => auth.revoke("lease-revoked-on-a")))
-      const endedA = await within(pollA, 15_000, "the lease poll on B")
-      assert.strictEqual(endedA.error?.code, "unauthenticated", JSON.stringify(endedA))
-      await untilWaiting(b, 0)
-
-      // revoked by the CLI (no NOTIFY): B finds it by looking, since the poll holds its connection
-      const viaCli = await mint(a, b, "lease-revoked-by-cli")
-      const pollCli = call(b, viaCli, "sophia.lease_acquire", { resources: ["slot:deploy"], reason: "next", wait_s: 60 })
-      await untilWaiting(b, 1)
-      await cli.runPromise(Effect.flatMap(Auth, (auth) => auth.revoke("lease-revoked-by-cli")))
-      const endedCli = await within(pollCli, 15_000, "the lease poll on B after the CLI's revocation")
-      assert.strictEqual(endedCli.error?.code, "unauthenticated", JSON.stringify(endedCli))
-      await untilWaiting(b, 0)
+      // revoked through daemon A while its lease poll is parked on B (over NOTIFY, not at its deadline), and by
+      // the CLI (no NOTIFY: B finds it by looking, since the poll holds its connection)
+      for (const [name, revoker] of [["lease-revoked-on-a", a], ["lease-revoked-by-cli", cli]] as const) {
+        const parked = await mint(a, b, name)
+        const poll = call(b, parked, "sophia.lease_acquire", { resources: ["slot:deploy"], reason: "next", wait_s: 60 })
+        await untilWaiting(b, 1)
+        await revoker.runPromise(Effect.flatMap(Auth, (auth) => auth.revoke(name)))
+        const ended = await within(poll, 15_000, `${name}'s lease poll on B`)
+        assert.strictEqual(ended.error?.code, "unauthenticated", JSON.stringify(ended))
+        await untilWaiting(b, 0)
+      }
 
       // the holder releases on A: the poll on B is granted
       const next = await mint(a, b, "next")
@@ -152,9 +143,6 @@ describe("long polls across daemons (Postgres)", () => {
       assert.strictEqual((await call(a, holder, "sophia.lease_release", { lease_id: held.lease_id })).status, "released")
       const granted = await within(waiting, 15_000, "the lease poll on B after the release on A")
       assert.isString(granted.lease_id, JSON.stringify(granted))
-    } finally {
-      await Promise.all([a.dispose(), b.dispose(), cli.dispose()])
-      await admin(`DROP SCHEMA IF EXISTS ${schema} CASCADE`)
-    }
+    })
   }, 120_000)
 })
