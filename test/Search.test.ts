@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import type { Caller } from "../src/domain/Auth.js"
-import { fuseRrf, RRF_K, SEARCH_ITEM_COMPACT } from "../src/domain/Search.js"
+import { fuseIds, RRF_K, SEARCH_ITEM_COMPACT } from "../src/domain/Search.js"
 import { SophiaTest } from "../src/layers/App.js"
 import { Dispatcher } from "../src/mcp/Dispatch.js"
 import { Knowledge } from "../src/services/Knowledge.js"
@@ -34,18 +34,24 @@ const seed = Effect.gen(function*() {
 })
 
 describe("sophia.search", () => {
-  it("RRF: 1/(k + rank) per list, best first; ties keep the list order", () => {
-    const hit = (kind: "document" | "fact" | "post", id: string) =>
-      ({ kind, id, title: id, snippet: "", grounding: kind !== "post", created_at: "" }) as const
-    const fused = fuseRrf([[hit("document", "d1"), hit("document", "d2")], [hit("fact", "f1")], [hit("post", "p1")]], 60, 10)
+  it("RRF: 1/(k + rank) per list, best first; ties keep the list order; an id in two lists sums and ranks first", () => {
+    const list = (kind: "documents" | "facts" | "posts", signal: "bm25" | "dense", ...ids: Array<string>) =>
+      ({ kind, signal, ids: ids.map((id, i) => ({ id, ref: i + 100 })) }) as const
+    const fused = fuseIds([list("documents", "bm25", "d1", "d2"), list("facts", "bm25", "f1"), list("posts", "bm25", "p1")], 60, 10)
     assert.deepStrictEqual(fused.map((i) => i.id), ["d1", "f1", "p1", "d2"])
     assert.strictEqual(fused[0].score, 1 / 61)
     assert.strictEqual(fused[3].score, 1 / 62)
     assert.deepStrictEqual(fused.map((i) => i.rank), [1, 1, 1, 2])
-    // an item in two lists sums its contributions and ranks first
-    const twice = fuseRrf([[hit("document", "x"), hit("document", "y")], [hit("document", "y")]], 60, 10)
-    assert.deepStrictEqual(twice.map((i) => i.id), ["y", "x"])
+    // an item found by BM25 and by dense retrieval sums both contributions, keeps its BM25 index row and both signals
+    const twice = fuseIds([list("documents", "bm25", "x", "y"), list("documents", "dense", "y", "z")], 60, 10)
+    assert.deepStrictEqual(twice.map((i) => i.id), ["y", "x", "z"])
     assert.strictEqual(twice[0].score, 1 / 62 + 1 / 61)
+    assert.deepStrictEqual(twice[0].signals, ["bm25", "dense"])
+    assert.strictEqual(twice[0].ref, 101)
+    assert.strictEqual(twice[0].rank, 1)
+    // found by dense alone: no index row
+    assert.deepStrictEqual(twice[2].signals, ["dense"])
+    assert.isUndefined(twice[2].ref)
   })
 
   it.effect("fuses documents, facts and posts in one ranked list, names the fusion, labels posts as non-grounding", () =>

@@ -32,8 +32,10 @@ export const SearchItem = Schema.Struct({
   score: Schema.Number,
   /** false for posts: agent posts are never a grounding source */
   grounding: Schema.Boolean,
-  /** its BM25 rank within its own kind (1 = best) */
+  /** its best rank within its own kind in the signals that found it (1 = best) */
   rank: Schema.Number,
+  /** the signals that found it: "bm25" (its words), "dense" (its meaning) */
+  signals: Schema.optional(Schema.Array(Schema.Literal("bm25", "dense"))),
   entity_id: Schema.optional(Schema.NullOr(Schema.String)),
   channel: Schema.optional(Schema.String),
   channel_seq: Schema.optional(Schema.Number),
@@ -53,31 +55,66 @@ export const SearchOutput = Schema.Struct({
   items: Schema.Array(SearchItem),
   /** hits found across the kinds searched (each kind contributes at most `limit`) */
   total: Schema.Number,
-  fusion: SearchFusion
+  fusion: SearchFusion,
+  /** dense retrieval is configured but failed for this search (why): BM25 alone answered */
+  degraded: Schema.optional(Schema.String)
 })
 export type SearchOutput = typeof SearchOutput.Type
 
 /** A kind's hit before fusion, best first in its kind's list. */
-export type KindHit = Omit<SearchItem, "score" | "rank">
+export type KindHit = Omit<SearchItem, "score" | "rank" | "signals">
+
+/** The signals a search fuses. */
+export type Signal = "bm25" | "dense"
+
+/** One ranked list before fusion: a signal's ids of one kind, best first (`ref`: what the owner needs to hydrate it). */
+export interface RankedList {
+  readonly kind: SearchKind
+  readonly signal: Signal
+  readonly ids: ReadonlyArray<{ readonly id: string; readonly ref: number }>
+}
+
+/** A fused id, before its row is read: its kind, score, best rank and the signals that found it. */
+export interface FusedId {
+  readonly kind: SearchKind
+  readonly id: string
+  /** the BM25 list's `ref` (an index row), or undefined when only dense found it */
+  readonly ref: number | undefined
+  readonly score: number
+  readonly rank: number
+  readonly signals: ReadonlyArray<Signal>
+}
 
 /**
- * Reciprocal-rank fusion of ranked lists (each best first): score = Σ 1 / (k + rank) over the lists an
- * item appears in (here each item is in one list: its kind's). Ties keep the lists' order (documents,
- * facts, posts) and then the id, so the result is deterministic.
+ * Reciprocal-rank fusion of ids (each list best first): score = Σ 1 / (k + rank) over the lists an id is
+ * in — a kind's BM25 list and its dense list. Ties keep the lists' order and then the id. Only the ids
+ * are fused: the rows of the final page alone are read afterwards.
  */
-export const fuseRrf = (lists: ReadonlyArray<ReadonlyArray<KindHit>>, k: number, limit: number): Array<SearchItem> => {
-  const byKey = new Map<string, { item: SearchItem; order: number }>()
+export const fuseIds = (lists: ReadonlyArray<RankedList>, k: number, limit: number): Array<FusedId> => {
+  const byKey = new Map<string, { fused: FusedId; order: number }>()
   lists.forEach((list, listIndex) =>
-    list.forEach((hit, i) => {
-      const key = `${hit.kind}:${hit.id}`
+    list.ids.forEach(({ id, ref }, i) => {
+      const key = `${list.kind}:${id}`
       const contribution = 1 / (k + i + 1)
       const seen = byKey.get(key)
-      if (seen) seen.item = { ...seen.item, score: seen.item.score + contribution }
-      else byKey.set(key, { item: { ...hit, score: contribution, rank: i + 1 }, order: listIndex })
+      if (seen) {
+        seen.fused = {
+          ...seen.fused,
+          score: seen.fused.score + contribution,
+          rank: Math.min(seen.fused.rank, i + 1),
+          ref: seen.fused.ref ?? (list.signal === "bm25" ? ref : undefined),
+          signals: seen.fused.signals.includes(list.signal) ? seen.fused.signals : [...seen.fused.signals, list.signal]
+        }
+      } else {
+        byKey.set(key, {
+          fused: { kind: list.kind, id, ref: list.signal === "bm25" ? ref : undefined, score: contribution, rank: i + 1, signals: [list.signal] },
+          order: listIndex
+        })
+      }
     })
   )
   return [...byKey.values()]
-    .sort((a, b) => b.item.score - a.item.score || a.order - b.order || (a.item.id < b.item.id ? -1 : a.item.id > b.item.id ? 1 : 0))
+    .sort((a, b) => b.fused.score - a.fused.score || a.order - b.order || (a.fused.id < b.fused.id ? -1 : a.fused.id > b.fused.id ? 1 : 0))
     .slice(0, limit)
-    .map((x) => x.item)
+    .map((x) => x.fused)
 }

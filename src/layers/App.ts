@@ -30,6 +30,8 @@ import { Portal } from "../services/Portal.js"
 import { PortalDaemon } from "../mcp/portal/Daemon.js"
 import { PortalRoutesLive } from "../mcp/portal/Routes.js"
 import { Search, SearchIndexFeed } from "../services/Search.js"
+import { Embeddings } from "../services/Embeddings.js"
+import { EmbeddingFeed } from "../services/embeddings/Feed.js"
 import { Waits } from "../services/Waits.js"
 import { Wakeups } from "../services/Wakeups.js"
 import { ForeignWrites } from "../services/wakeups/Foreign.js"
@@ -111,9 +113,11 @@ export const makeServices = <E = never, R = never, E2 = never, R2 = never>(
   ledger: Layer.Layer<Ledger, E, R | Auth | Events | SqlClient.SqlClient> = Ledger.Default,
   coordination: Layer.Layer<Coordination, E2, R2 | Auth | Events | Wakeups | SqlClient.SqlClient> = Coordination.Default
 ) =>
-  Layer.mergeAll(EventWiring, WakeupFeed, SearchIndexFeed, SandboxRevocationFeed, ForeignWrites).pipe(
+  Layer.mergeAll(EventWiring, WakeupFeed, SearchIndexFeed, EmbeddingFeed, SandboxRevocationFeed, ForeignWrites).pipe(
     // (the hooks of agent runtimes ask the services below, as orient does)
     Layer.provideMerge(Layer.mergeAll(Orient.Default, Search.Default, Hooks.Default)),
+    // dense retrieval: the provider's client and the vectors (off without SOPHIA_EMBEDDINGS_URL)
+    Layer.provideMerge(Embeddings.Default),
     // the reads that span several services (the envelope, orient's counts, the portal's fleet, panorama)
     Layer.provideMerge(ReadModel.Default),
     Layer.provideMerge(Layer.merge(Knowledge.Default, Catalog.Default)),

@@ -20,6 +20,8 @@ import leaseHolders from "./migrations/0018_lease_holders.js"
 import notifications from "./migrations/0019_notifications.js"
 import approveLinksSilences from "./migrations/0020_approve_links_silences.js"
 import leaseChains from "./migrations/0023_lease_chains.js"
+import embeddings from "./migrations/0024_embeddings.js"
+import knowledgeByTime from "./migrations/0025_knowledge_by_time.js"
 
 /**
  * Every schema change, in order, as a static record (no file-system loader: the daemon runs from
@@ -45,7 +47,9 @@ export const migrations = {
   "0018_lease_holders": leaseHolders,
   "0019_notifications": notifications,
   "0020_approve_links_silences": approveLinksSilences,
-  "0023_lease_chains": leaseChains
+  "0023_lease_chains": leaseChains,
+  "0024_embeddings": embeddings,
+  "0025_knowledge_by_time": knowledgeByTime
 }
 
 export const runMigrations = Migrator.make({})({

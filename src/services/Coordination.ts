@@ -85,7 +85,7 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
     const { onConnectionCreated } = yield* makeCaughtUp
     const { firstPost, lastSeq, postIdsOf, totals } = yield* makeLookups
     const { recentChannels } = yield* makeRecent
-    const { indexPosts, searchPosts } = yield* makePostSearch
+    const { indexPosts, postHits, postPositions, postsPast, rankPosts, searchPosts } = yield* makePostSearch
     return {
       post,
       beacon,
@@ -99,6 +99,10 @@ export class Coordination extends Effect.Service<Coordination>()("sophia/Coordin
       targetReceipts,
       searchPosts,
       indexPosts,
+      rankPosts,
+      postHits,
+      postsPast,
+      postPositions,
       unreadCount: unread.unreadCount,
       unreadOf: unread.unreadOf,
       totals,

@@ -20,6 +20,8 @@ import { makeEntities } from "./knowledge/Entities.js"
 import { makeFactQuery } from "./knowledge/FactQuery.js"
 import { makeFacts } from "./knowledge/Facts.js"
 import { makeJournal } from "./knowledge/Journal.js"
+import type { KnowledgeKind, TimeCursor } from "./knowledge/Retrieval.js"
+import { makeRetrieval } from "./knowledge/Retrieval.js"
 import { spanned } from "./Spans.js"
 import { makeFullText } from "./store/FullText.js"
 
@@ -32,7 +34,7 @@ import { makeFullText } from "./store/FullText.js"
  * Ownership. This service owns `entities`, `documents`, `facts`, `fact_sources`, `import_sessions`,
  * `mutations` and their full-text indexes (`documents_fts`, `facts_fts`, their `_changes` and `_progress`).
  * Parts: knowledge/Entities.ts (entities and the entity scope), Documents.ts, DocumentList.ts (the listing without a
- * search), Facts.ts, FactQuery.ts, Journal.ts.
+ * search), Facts.ts, FactQuery.ts, Journal.ts, Retrieval.ts (`sophia.search`'s two stages; the embedding feed's source).
  */
 export class Knowledge extends Effect.Service<Knowledge>()("sophia/Knowledge", {
   effect: Effect.gen(function*() {
@@ -46,6 +48,7 @@ export class Knowledge extends Effect.Service<Knowledge>()("sophia/Knowledge", {
     const documentList = yield* makeDocumentList(entities)
     const facts = yield* makeFacts(entities, documents, coordination, fullText)
     const factQuery = yield* makeFactQuery(entities)
+    const retrieval = yield* makeRetrieval(entities, fullText)
 
     /**
      * A write that changes documents or facts: its transaction publishes `KnowledgeChanged` (the search index
@@ -138,6 +141,46 @@ export class Knowledge extends Effect.Service<Knowledge>()("sophia/Knowledge", {
       }, Effect.catchTag("SqlError", "ParseError", Effect.die))
     )
 
+    /** `sophia.search`'s first stage: a kind's ids ranked by BM25 within the caller's scope, best first. */
+    const rank = spanned(
+      "Knowledge.rank",
+      Effect.fnUntraced(function*(caller: Caller, kind: KnowledgeKind, text: string, limit: number) {
+        return yield* retrieval.rank(caller, kind, text, limit)
+      }, Effect.catchTag("SqlError", "ParseError", Effect.die))
+    )
+
+    /** `sophia.search`'s final page: the rows of these ids the caller may read (live, in scope), with snippets. */
+    const hits = spanned(
+      "Knowledge.hits",
+      Effect.fnUntraced(function*(caller: Caller, kind: KnowledgeKind, text: string, refs: ReadonlyArray<{ id: string; ref: number | undefined }>) {
+        return yield* retrieval.hits(caller, kind, text, refs)
+      }, Effect.catchTag("SqlError", "ParseError", Effect.die))
+    )
+
+    /** The entity ids the caller may read: undefined = no scope (everything), empty = nothing. */
+    const scopeOf = spanned(
+      "Knowledge.scopeOf",
+      Effect.fnUntraced(function*(caller: Caller) {
+        return yield* retrieval.scope(caller)
+      }, Effect.catchTag("SqlError", "ParseError", Effect.die))
+    )
+
+    /** The embedding feed's source: the next documents or facts after a cursor, every user's, oldest first. */
+    const textsPast = spanned(
+      "Knowledge.textsPast",
+      Effect.fnUntraced(function*(kind: KnowledgeKind, after: TimeCursor, limit: number) {
+        return yield* retrieval.textsPast(kind, after, limit)
+      }, Effect.catchTag("SqlError", "ParseError", Effect.die))
+    )
+
+    /** How many documents or facts lie past a cursor (the embedding backlog). */
+    const countPast = spanned(
+      "Knowledge.countPast",
+      Effect.fnUntraced(function*(kind: KnowledgeKind, after: TimeCursor) {
+        return yield* retrieval.countPast(kind, after)
+      }, Effect.catchTag("SqlError", "ParseError", Effect.die))
+    )
+
     /** Facts by subject / predicate (case-insensitive) and/or a substring of any part, each with its sources. */
     const query = spanned(
       "Knowledge.query",
@@ -179,6 +222,11 @@ export class Knowledge extends Effect.Service<Knowledge>()("sophia/Knowledge", {
       revert,
       search,
       searchFacts,
+      rank,
+      hits,
+      scopeOf,
+      textsPast,
+      countPast,
       query,
       mutations,
       countDocuments,

@@ -1,9 +1,10 @@
-import { Config, Duration, Effect, Layer, Queue } from "effect"
+import { Config, Duration, Effect, Either, Layer, Queue } from "effect"
 import type { Caller } from "../domain/Auth.js"
 import { LIMITS } from "../domain/Knowledge.js"
-import type { KindHit, SearchInput, SearchKind, SearchOutput } from "../domain/Search.js"
-import { fuseRrf, RRF_K, SEARCH_KINDS } from "../domain/Search.js"
+import type { FusedId, KindHit, RankedList, SearchInput, SearchItem, SearchKind, SearchOutput } from "../domain/Search.js"
+import { fuseIds, RRF_K, SEARCH_KINDS } from "../domain/Search.js"
 import { Coordination } from "./Coordination.js"
+import { Embeddings } from "./Embeddings.js"
 import { Events } from "./Events.js"
 import { Knowledge } from "./Knowledge.js"
 import { spanned } from "./Spans.js"
@@ -11,53 +12,66 @@ import type { TextKind } from "./store/FullText.js"
 import { makeFullText } from "./store/FullText.js"
 
 /**
- * The use case behind `sophia.search`: each kind is ranked by BM25 in the index of the service that owns
- * it (documents and facts by Knowledge, within the caller's entity scope; posts by Coordination), the
- * ranked lists are fused by reciprocal-rank fusion (k = 60). It owns no table.
+ * The use case behind `sophia.search`, in two stages so that rows are read for the final page only:
+ * 1. rank ids: each kind by BM25 in the index of the service that owns it (documents and facts by Knowledge,
+ *    within the caller's entity scope; posts by Coordination) and, with an embeddings provider, by its
+ *    nearest neighbours to the query's vector (Embeddings, within the same scope) — every list at once (on
+ *    Postgres the statements run concurrently; SQLite's one reader takes them in turn), the query's vector
+ *    asked of the provider meanwhile;
+ * 2. fuse the ids by reciprocal-rank fusion (k = 60) and read the rows of the final `limit` only, with
+ *    their snippets, each kind from its owner.
+ * A provider that fails or does not answer in time never fails a search: BM25 answers alone and the result
+ * says `degraded` (why). It owns no table.
  */
 export class Search extends Effect.Service<Search>()("sophia/Search", {
   effect: Effect.gen(function*() {
     const knowledge = yield* Knowledge
     const coordination = yield* Coordination
+    const embeddings = yield* Embeddings
+    const minSimilarity = yield* Config.number("SOPHIA_EMBEDDINGS_MIN_SIMILARITY").pipe(Config.withDefault(0.25), Effect.orDie)
 
-    const ranked = (caller: Caller, kind: SearchKind, query: string, limit: number): Effect.Effect<ReadonlyArray<KindHit>> => {
-      switch (kind) {
-        case "documents":
-          return Effect.map(knowledge.search(caller, { query, limit }), (r) =>
-            r.items.map((d): KindHit => ({
-              kind: "document",
-              id: d.document_id,
-              title: d.title,
-              snippet: d.snippet,
-              grounding: true,
-              entity_id: d.entity_id,
-              created_at: d.created_at
-            })))
-        case "facts":
-          return Effect.map(knowledge.searchFacts(caller, query, limit), (rows) =>
-            rows.map((f): KindHit => ({
-              kind: "fact",
-              id: f.fact_id,
-              title: `${f.subject} ${f.predicate} ${f.object}`,
-              snippet: f.snippet,
-              grounding: true,
-              entity_id: f.entity_id,
-              created_at: f.created_at
-            })))
-        case "posts":
-          return Effect.map(coordination.searchPosts(caller, query, limit), (rows) =>
-            rows.map((p): KindHit => ({
-              kind: "post",
-              id: p.post_id,
-              title: `post ${p.channel} #${p.channel_seq}`,
-              snippet: p.snippet,
-              grounding: false,
-              channel: p.channel,
-              channel_seq: p.channel_seq,
-              created_at: p.created_at
-            })))
-      }
-    }
+    const bm25 = (caller: Caller, kind: SearchKind, query: string, limit: number) =>
+      kind === "posts" ? coordination.rankPosts(caller, query, limit) : knowledge.rank(caller, kind, query, limit)
+
+    /** The rows of the final page of one kind, by id (rows that left since the ranking are absent). */
+    const rowsOf = (caller: Caller, kind: SearchKind, query: string, refs: ReadonlyArray<FusedId>) =>
+      kind === "posts"
+        ? Effect.map(coordination.postHits(caller, query, refs), (rows) =>
+          rows.map((p): KindHit => ({
+            kind: "post",
+            id: p.id,
+            title: `post ${p.channel} #${p.channel_seq}`,
+            snippet: p.snippet,
+            grounding: false,
+            channel: p.channel,
+            channel_seq: p.channel_seq,
+            created_at: p.created_at
+          })))
+        : Effect.map(knowledge.hits(caller, kind, query, refs), (rows) =>
+          rows.map((r): KindHit => ({
+            kind: kind === "documents" ? "document" : "fact",
+            id: r.id,
+            title: r.title,
+            snippet: r.snippet,
+            grounding: true,
+            entity_id: r.entity_id,
+            created_at: r.created_at
+          })))
+
+    /** Each kind's nearest neighbours to the query's vector, within the caller's scope (posts: the user's). */
+    const denseLists = (caller: Caller, kinds: ReadonlyArray<SearchKind>, vector: Float32Array, limit: number) =>
+      Effect.gen(function*() {
+        const scope = kinds.some((k) => k !== "posts") ? yield* knowledge.scopeOf(caller) : undefined
+        return yield* Effect.forEach(kinds, (kind) =>
+          Effect.map(
+            embeddings.nearest(caller.userId, kind, vector, limit, kind === "posts" ? undefined : scope),
+            (near): RankedList => ({
+              kind,
+              signal: "dense",
+              ids: near.filter((n) => n.similarity >= minSimilarity).map((n) => ({ id: n.id, ref: 0 }))
+            })
+          ))
+      })
 
     const search = spanned(
       "Search.search",
@@ -66,11 +80,32 @@ export class Search extends Effect.Service<Search>()("sophia/Search", {
         const kinds = input.kinds !== undefined && input.kinds.length > 0
           ? SEARCH_KINDS.filter((k) => input.kinds!.includes(k))
           : SEARCH_KINDS
-        const lists = yield* Effect.forEach(kinds, (kind) => ranked(caller, kind, input.query, limit))
+        const [lexical, vector] = yield* Effect.all([
+          Effect.forEach(kinds, (kind) =>
+            Effect.map(bm25(caller, kind, input.query, limit), (ids): RankedList => ({ kind, signal: "bm25", ids })), {
+            concurrency: "unbounded"
+          }),
+          embeddings.configured ? Effect.either(embeddings.queryVector(input.query)) : Effect.succeed(undefined)
+        ], { concurrency: "unbounded" })
+        const dense = vector !== undefined && Either.isRight(vector) ? yield* denseLists(caller, kinds, vector.right, limit) : []
+        const lists = [...lexical, ...dense]
+        const page = fuseIds(lists, RRF_K, limit)
+        const rows = yield* Effect.forEach(kinds, (kind) => {
+          const refs = page.filter((f) => f.kind === kind)
+          return refs.length === 0 ? Effect.succeed([]) : rowsOf(caller, kind, input.query, refs)
+        }, { concurrency: "unbounded" })
+        const byKey = new Map(rows.flat().map((r) => [`${r.kind}:${r.id}`, r]))
+        const singular: Record<SearchKind, KindHit["kind"]> = { documents: "document", facts: "fact", posts: "post" }
+        const items = page.flatMap((f): Array<SearchItem> => {
+          const row = byKey.get(`${singular[f.kind]}:${f.id}`)
+          return row === undefined ? [] : [{ ...row, score: f.score, rank: f.rank, signals: f.signals }]
+        })
+        const found = new Set(lists.flatMap((l) => l.ids.map((i) => `${l.kind}:${i.id}`)))
         const result: SearchOutput = {
-          items: fuseRrf(lists, RRF_K, limit),
-          total: lists.reduce((n, l) => n + l.length, 0),
-          fusion: { method: "rrf", k: RRF_K, signals: ["bm25"] }
+          items,
+          total: found.size,
+          fusion: { method: "rrf", k: RRF_K, signals: dense.length > 0 ? ["bm25", "dense"] : ["bm25"] },
+          ...(vector !== undefined && Either.isLeft(vector) ? { degraded: vector.left.reason } : {})
         }
         return result
       })

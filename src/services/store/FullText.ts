@@ -340,7 +340,7 @@ const rankedStatement = (
  */
 export const makeFullText = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
-  const { named, shaped } = yield* makeStatements
+  const { named, namedValues, shaped } = yield* makeStatements
   const { batched, catchUp, catchUpAll, changed } = yield* makeBatches
   const text = literal(sql)
 
@@ -376,7 +376,92 @@ export const makeFullText = Effect.gen(function*() {
     }
   }
 
-  return { batched, matches, changed, catchUp, catchUpAll } as const
+  /**
+   * The first stage of `sophia.search`, ids only: the user's rows of `kind` matching the words, best first,
+   * each `{ id, ref, score }` (`ref`: the row's index rowid on SQLite, which `hits` needs for its snippet; 0
+   * on Postgres; `score` higher is better: SQLite's BM25 negated, Postgres's ts_rank). No snippet, no row read: as cheap as the index's own query. Caught up first, as `matches`.
+   */
+  const ranked = (kind: TextKind) => {
+    const r = RANKING[kind]
+    const statement = (p: { userId: string; match: string }, limit: number, inScope: (column: string) => Statement.Fragment) =>
+      sql.onDialectOrElse({
+        pg: () =>
+          sql`SELECT b.id AS id, 0 AS ref, ${text(r.tsRank)} AS score FROM ${text(r.table)} b, to_tsquery('simple', ${p.match}) q(q)
+            WHERE b.search @@ q.q AND b.user_id = ${p.userId} ${text(r.live ? "AND b.deleted_at IS NULL" : "")} ${inScope("b.entity_id")}
+            ORDER BY score DESC, b.id ${limitTo(sql, limit)}`,
+        orElse: () =>
+          sql`SELECT ${text(r.key)} AS id, rowid AS ref, ${text(r.bm25)} AS score FROM ${text(r.fts)}
+            WHERE ${text(r.fts)} MATCH ${p.match} AND user_id = ${p.userId} ${inScope("entity_id")}
+            ORDER BY score ${limitTo(sql, limit)}`
+      })
+    const everywhere = family((limit: number) =>
+      namedValues(`FullText.${kind}.ranked`, (p: { userId: string; match: string }) => statement(p, limit, () => sql``)))
+    const inScope = family((limit: number) =>
+      shaped(`FullText.${kind}.rankedInScope`, 256, (p: { userId: string; match: string; scope: ReadonlyArray<string> }) =>
+        statement(p, limit, (column) => sql`AND ${text(column)} IN ${sql.in(p.scope)}`) as Statement.Statement<{ id: unknown; ref: unknown; score: unknown }>))
+    const matchOf = batched ? ftsQuery : tsQuery
+    return (q: MatchQuery): Effect.Effect<ReadonlyArray<{ id: string; ref: number; score: number }>, SqlError | ParseError> => {
+      const match = matchOf(q.text)
+      if (match === undefined || (q.scope !== undefined && q.scope.length === 0)) return Effect.succeed([])
+      const rows = q.scope === undefined
+        ? everywhere(q.limit)({ userId: q.userId, match })
+        : Effect.map(inScope(q.limit)({ userId: q.userId, match, scope: q.scope }), (objects) =>
+          objects.map((o) => [o.id, o.ref, o.score] as const))
+      const caughtUp = catchUp(kind, q.userId).pipe(
+        Effect.catchAllCause((cause) =>
+          Effect.logWarning(`search: catching the ${kind} index up failed; ranking on the index as it stands`, cause))
+      )
+      return Effect.zipRight(caughtUp, Effect.map(rows, (rs) => rs.map(([id, ref, score]) => ({ id: String(id), ref: Number(ref), score: batched ? -Number(score) : Number(score) }))))
+    }
+  }
+
+  /**
+   * The second stage: the rows of these ids (the final page only), each with its `columns` and a `snippet` —
+   * the matched words between `[` and `]` where the row matched the query (on SQLite the rows whose index
+   * `refs` the first stage returned), else the start of its text (a row only dense retrieval found). Live
+   * rows of the user only, within `scope` when given: a row that left since the first stage is not returned.
+   */
+  const hits = (kind: TextKind, columns: ReadonlyArray<string>) => {
+    const r = RANKING[kind]
+    const select = text(columnsOf("b", columns))
+    const head = text(`substr(${r.headline}, 1, 200)`)
+    const live = text(r.live ? "AND b.deleted_at IS NULL" : "")
+    type P = { userId: string; match: string; ids: ReadonlyArray<string>; refs: ReadonlyArray<number>; scope: ReadonlyArray<string> }
+    const scoped = (p: P) => p.scope.length > 0 ? sql`AND b.entity_id IN ${sql.in(p.scope)}` : sql``
+    const withSnippets = shaped(`FullText.${kind}.hits`, 512, (p: P) =>
+      sql.onDialectOrElse({
+        pg: () =>
+          sql`SELECT b.id AS id, ${select}, ts_headline('simple', ${text(r.headline)}, to_tsquery('simple', ${p.match}),
+              ${text(`'${r.headlineOptions}'`)}) AS snippet
+            FROM ${text(r.table)} b WHERE b.id IN ${sql.in(p.ids)} AND b.user_id = ${p.userId} ${live} ${scoped(p)}`,
+        orElse: () =>
+          sql`SELECT b.id AS id, ${select}, COALESCE(s.snippet, ${head}) AS snippet
+            FROM ${text(r.table)} b LEFT JOIN (
+              SELECT ${text(r.key)} AS sid, snippet(${text(r.fts)}, -1, '[', ']', '…', 16) AS snippet FROM ${text(r.fts)}
+              WHERE ${text(r.fts)} MATCH ${p.match} AND rowid IN ${sql.in(p.refs)}) s ON s.sid = b.id
+            WHERE b.id IN ${sql.in(p.ids)} AND b.user_id = ${p.userId} ${live} ${scoped(p)}`
+      }))
+    const plain = shaped(`FullText.${kind}.rows`, 512, (p: Omit<P, "match" | "refs">) =>
+      sql`SELECT b.id AS id, ${select}, ${head} AS snippet FROM ${text(r.table)} b
+        WHERE b.id IN ${sql.in(p.ids)} AND b.user_id = ${p.userId} ${live} ${scoped(p as P)}`)
+    const matchOf = batched ? ftsQuery : tsQuery
+    return (q: {
+      readonly userId: string
+      readonly text: string
+      readonly ids: ReadonlyArray<string>
+      readonly refs: ReadonlyArray<number>
+      readonly scope?: ReadonlyArray<string> | undefined
+    }): Effect.Effect<ReadonlyArray<unknown>, SqlError> => {
+      if (q.ids.length === 0 || (q.scope !== undefined && q.scope.length === 0)) return Effect.succeed([])
+      const match = matchOf(q.text)
+      const scope = q.scope ?? []
+      return match !== undefined && (!batched || q.refs.length > 0)
+        ? withSnippets({ userId: q.userId, match, ids: q.ids, refs: batched ? q.refs : [], scope })
+        : plain({ userId: q.userId, ids: q.ids, scope })
+    }
+  }
+
+  return { batched, matches, ranked, hits, changed, catchUp, catchUpAll } as const
 })
 
 /** What `makeFullText` gives. */
