@@ -17,6 +17,7 @@ const SERVICE_SUITE = [
   "test/Auth.test.ts",
   "test/ContextBudget.test.ts",
   "test/Coordination.test.ts",
+  "test/DenseSearch.test.ts",
   "test/Dispatch.test.ts",
   "test/Hooks.test.ts",
   "test/Inbox.test.ts",

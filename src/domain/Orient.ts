@@ -33,7 +33,9 @@ export const OrientOutput = Schema.Struct({
     channels: Schema.Number,
     open_waits: Schema.Number,
     work_items: Schema.Number,
-    documents: Schema.Number
+    documents: Schema.Number,
+    /** with an embeddings provider: rows not embedded yet (dense search does not find them until they are) */
+    embedding_backlog: Schema.optional(Schema.Number)
   }),
   unread: Schema.Number,
   my_open_waits: Schema.Array(BlockingItem),

@@ -1,11 +1,12 @@
 /**
  * The daemon's metrics: Effect's metric registry (counters and histograms updated where things happen)
  * rendered as Prometheus text for `GET /metrics`, plus gauges read at scrape time from the services that
- * own them (pending approvals, sandbox children) and from the transport (MCP sessions).
+ * own them (pending approvals, sandbox children, the embedding backlog) and from the transport (MCP sessions).
  */
 import { Context, Effect, Layer, Metric, MetricBoundaries, MetricKey, MetricLabel, MetricState } from "effect"
 import type { MetricHook, MetricPair } from "effect"
 import { Approvals } from "../services/Approvals.js"
+import { Embeddings } from "../services/Embeddings.js"
 import { Sandbox } from "../services/Sandbox.js"
 
 /** Every tool call, by canonical tool name and outcome (`ok`, a refusal code, or `internal_error`). */
@@ -131,6 +132,13 @@ export const renderPrometheus = (pairs: ReadonlyArray<MetricPair.MetricPair.Unty
   return lines.join("\n") + "\n"
 }
 
+/** With an embeddings provider: the feed's backlog (rows not embedded yet, as last counted) and what it embedded. */
+const embeddingGauges = (status: ReturnType<Embeddings["status"]>): ReadonlyArray<Gauge> =>
+  status === undefined ? [] : [
+    { name: "sophia_embedding_backlog", help: "documents, facts and posts not embedded yet", value: status.backlog },
+    { name: "sophia_embeddings_written", help: "vectors this daemon's feed wrote since it started", value: status.embedded }
+  ]
+
 export interface Gauge {
   readonly name: string
   readonly help: string
@@ -148,6 +156,7 @@ export const MetricsScrapeLive = Layer.effect(
   Effect.gen(function*() {
     const approvals = yield* Approvals
     const sandbox = yield* Sandbox
+    const embeddings = yield* Embeddings
     return {
       render: (extra = []) =>
         Effect.gen(function*() {
@@ -157,6 +166,7 @@ export const MetricsScrapeLive = Layer.effect(
           return renderPrometheus(pairs, [
             { name: "sophia_approvals_pending", help: "approvals waiting for the owner", value: pending },
             { name: "sophia_sandbox_children", help: "live execute_code child processes", value: children.length },
+            ...embeddingGauges(embeddings.status()),
             ...extra
           ])
         })

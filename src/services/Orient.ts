@@ -1,6 +1,7 @@
 import { Effect } from "effect"
 import type { Caller } from "../domain/Auth.js"
 import type { OrientInput, OrientOutput, SurfaceSummary } from "../domain/Orient.js"
+import { Embeddings } from "./Embeddings.js"
 import { Leases } from "./Leases.js"
 import { Ledger } from "./Ledger.js"
 import { ReadModel } from "./readmodel/ReadModel.js"
@@ -25,6 +26,7 @@ export class Orient extends Effect.Service<Orient>()("sophia/Orient", {
     const waits = yield* Waits
     const ledger = yield* Ledger
     const leases = yield* Leases
+    const embeddings = yield* Embeddings
 
     const orient = spanned("Orient.orient", Effect.fnUntraced(function*(caller: Caller, input: OrientInput, surface: SurfaceSummary) {
       const n = yield* readModel.counts(caller)
@@ -38,6 +40,7 @@ export class Orient extends Effect.Service<Orient>()("sophia/Orient", {
       const orphanedWork = workItems > 0 ? yield* ledger.orphanedWork(caller.userId) : noOrphanedWork
       const orphanedWaits = n.open_waits > 0 ? yield* waits.countOrphaned(caller) : 0
       const myLeases = yield* leases.mine(caller)
+      const dense = embeddings.status()
       const result: OrientOutput = {
         connection_id: caller.connectionId,
         connection_short: caller.connectionShort,
@@ -46,7 +49,14 @@ export class Orient extends Effect.Service<Orient>()("sophia/Orient", {
         user_id: caller.userId,
         entity_scope: caller.entityScope,
         ...(input.goal !== undefined ? { goal: input.goal } : {}),
-        counts: { posts: n.posts, channels: n.channels, open_waits: n.open_waits, work_items: workItems, documents: n.documents },
+        counts: {
+          posts: n.posts,
+          channels: n.channels,
+          open_waits: n.open_waits,
+          work_items: workItems,
+          documents: n.documents,
+          ...(dense !== undefined ? { embedding_backlog: dense.backlog } : {})
+        },
         unread: n.unread,
         my_open_waits: blocking,
         my_claimed_work: claimed,
