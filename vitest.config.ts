@@ -29,6 +29,7 @@ const SERVICE_SUITE = [
   "test/LedgerProperties.test.ts",
   "test/Migrations.test.ts",
   "test/NamedStatements.test.ts",
+  "test/Nearest.test.ts",
   "test/Notifications.test.ts",
   "test/Observed.test.ts",
   "test/Orient.test.ts",

@@ -1,6 +1,7 @@
 import { Clock, Duration, Effect, Option } from "effect"
 import type { EmbeddingKind, EmbeddingStatus } from "../domain/Embeddings.js"
 import { ProviderFailed } from "../domain/Embeddings.js"
+import type { ScanMethod } from "./embeddings/Nearest.js"
 import { makeNearest } from "./embeddings/Nearest.js"
 import type { Progress, VectorRow } from "./embeddings/Vectors.js"
 import { makeVectors } from "./embeddings/Vectors.js"
@@ -73,11 +74,21 @@ export class Embeddings extends Effect.Service<Embeddings>()("sophia/Embeddings"
       })
     )
 
-    /** The user's nearest items of a kind (best first, cosine), within `scope` (undefined = none, empty = nothing). */
+    /**
+     * The user's nearest items of a kind (best first, cosine), within `scope` (undefined = none, empty =
+     * nothing). `method`: `auto` (search), or a forced scan (the bench measures each).
+     */
     const nearest = spanned(
       "Embeddings.nearest",
-      Effect.fnUntraced(function*(userId: string, kind: EmbeddingKind, query: Float32Array, limit: number, scope: ReadonlyArray<string> | undefined) {
-        return yield* index.nearest(userId, kind, query, limit, scope)
+      Effect.fnUntraced(function*(
+        userId: string,
+        kind: EmbeddingKind,
+        query: Float32Array,
+        limit: number,
+        scope: ReadonlyArray<string> | undefined,
+        method: ScanMethod = "auto"
+      ) {
+        return yield* index.nearest(userId, kind, query, limit, scope, method)
       }, Effect.catchTag("SqlError", Effect.die))
     )
 

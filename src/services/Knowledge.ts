@@ -20,10 +20,55 @@ import { makeEntities } from "./knowledge/Entities.js"
 import { makeFactQuery } from "./knowledge/FactQuery.js"
 import { makeFacts } from "./knowledge/Facts.js"
 import { makeJournal } from "./knowledge/Journal.js"
-import type { KnowledgeKind, TimeCursor } from "./knowledge/Retrieval.js"
+import type { KnowledgeKind, Retrieval, TimeCursor } from "./knowledge/Retrieval.js"
 import { makeRetrieval } from "./knowledge/Retrieval.js"
 import { spanned } from "./Spans.js"
 import { makeFullText } from "./store/FullText.js"
+
+/** `sophia.search`'s two stages and the embedding feed's source (knowledge/Retrieval.ts), as Knowledge's methods. */
+const retrievalMethods = (retrieval: Retrieval) => {
+  /** `sophia.search`'s first stage: a kind's ids ranked by BM25 within the caller's scope, best first. */
+  const rank = spanned(
+    "Knowledge.rank",
+    Effect.fnUntraced(function*(caller: Caller, kind: KnowledgeKind, text: string, limit: number) {
+      return yield* retrieval.rank(caller, kind, text, limit)
+    }, Effect.catchTag("SqlError", "ParseError", Effect.die))
+  )
+
+  /** `sophia.search`'s final page: the rows of these ids the caller may read (live, in scope), with snippets. */
+  const hits = spanned(
+    "Knowledge.hits",
+    Effect.fnUntraced(function*(caller: Caller, kind: KnowledgeKind, text: string, refs: ReadonlyArray<{ id: string; ref: number | undefined }>) {
+      return yield* retrieval.hits(caller, kind, text, refs)
+    }, Effect.catchTag("SqlError", "ParseError", Effect.die))
+  )
+
+  /** The entity ids the caller may read: undefined = no scope (everything), empty = nothing. */
+  const scopeOf = spanned(
+    "Knowledge.scopeOf",
+    Effect.fnUntraced(function*(caller: Caller) {
+      return yield* retrieval.scope(caller)
+    }, Effect.catchTag("SqlError", "ParseError", Effect.die))
+  )
+
+  /** The embedding feed's source: the next documents or facts after a cursor, every user's, oldest first. */
+  const textsPast = spanned(
+    "Knowledge.textsPast",
+    Effect.fnUntraced(function*(kind: KnowledgeKind, after: TimeCursor, limit: number) {
+      return yield* retrieval.textsPast(kind, after, limit)
+    }, Effect.catchTag("SqlError", "ParseError", Effect.die))
+  )
+
+  /** How many documents or facts lie past a cursor (the embedding backlog). */
+  const countPast = spanned(
+    "Knowledge.countPast",
+    Effect.fnUntraced(function*(kind: KnowledgeKind, after: TimeCursor) {
+      return yield* retrieval.countPast(kind, after)
+    }, Effect.catchTag("SqlError", "ParseError", Effect.die))
+  )
+
+  return { rank, hits, scopeOf, textsPast, countPast } as const
+}
 
 /**
  * Knowledge: entities, documents (the only grounding sources), facts and the mutation journal. Every write
@@ -141,46 +186,6 @@ export class Knowledge extends Effect.Service<Knowledge>()("sophia/Knowledge", {
       }, Effect.catchTag("SqlError", "ParseError", Effect.die))
     )
 
-    /** `sophia.search`'s first stage: a kind's ids ranked by BM25 within the caller's scope, best first. */
-    const rank = spanned(
-      "Knowledge.rank",
-      Effect.fnUntraced(function*(caller: Caller, kind: KnowledgeKind, text: string, limit: number) {
-        return yield* retrieval.rank(caller, kind, text, limit)
-      }, Effect.catchTag("SqlError", "ParseError", Effect.die))
-    )
-
-    /** `sophia.search`'s final page: the rows of these ids the caller may read (live, in scope), with snippets. */
-    const hits = spanned(
-      "Knowledge.hits",
-      Effect.fnUntraced(function*(caller: Caller, kind: KnowledgeKind, text: string, refs: ReadonlyArray<{ id: string; ref: number | undefined }>) {
-        return yield* retrieval.hits(caller, kind, text, refs)
-      }, Effect.catchTag("SqlError", "ParseError", Effect.die))
-    )
-
-    /** The entity ids the caller may read: undefined = no scope (everything), empty = nothing. */
-    const scopeOf = spanned(
-      "Knowledge.scopeOf",
-      Effect.fnUntraced(function*(caller: Caller) {
-        return yield* retrieval.scope(caller)
-      }, Effect.catchTag("SqlError", "ParseError", Effect.die))
-    )
-
-    /** The embedding feed's source: the next documents or facts after a cursor, every user's, oldest first. */
-    const textsPast = spanned(
-      "Knowledge.textsPast",
-      Effect.fnUntraced(function*(kind: KnowledgeKind, after: TimeCursor, limit: number) {
-        return yield* retrieval.textsPast(kind, after, limit)
-      }, Effect.catchTag("SqlError", "ParseError", Effect.die))
-    )
-
-    /** How many documents or facts lie past a cursor (the embedding backlog). */
-    const countPast = spanned(
-      "Knowledge.countPast",
-      Effect.fnUntraced(function*(kind: KnowledgeKind, after: TimeCursor) {
-        return yield* retrieval.countPast(kind, after)
-      }, Effect.catchTag("SqlError", "ParseError", Effect.die))
-    )
-
     /** Facts by subject / predicate (case-insensitive) and/or a substring of any part, each with its sources. */
     const query = spanned(
       "Knowledge.query",
@@ -222,11 +227,7 @@ export class Knowledge extends Effect.Service<Knowledge>()("sophia/Knowledge", {
       revert,
       search,
       searchFacts,
-      rank,
-      hits,
-      scopeOf,
-      textsPast,
-      countPast,
+      ...retrievalMethods(retrieval),
       query,
       mutations,
       countDocuments,
