@@ -18,7 +18,6 @@ import { performance } from "node:perf_hooks"
 import type { Caller } from "../src/domain/Auth.js"
 import { Dispatcher } from "../src/mcp/Dispatch.js"
 import { Auth } from "../src/services/Auth.js"
-import { Embeddings } from "../src/services/Embeddings.js"
 import { SophiaWithRaw, SqliteStore, tempDb } from "./support/Raw.js"
 
 const N = Number(process.env.BENCH_SEARCH_N ?? 100_000)
@@ -26,6 +25,8 @@ const SEARCHES = Number(process.env.BENCH_SEARCHES ?? 300)
 const DIM = Number(process.env.BENCH_DIM ?? 384)
 const DELAY = Number(process.env.BENCH_PROVIDER_DELAY_MS ?? 0)
 const BATCH = 64
+/** `BENCH_DENSE=0`: the BM25 part only (it runs on a tree without dense retrieval, to compare with before) */
+const DENSE = process.env.BENCH_DENSE !== "0"
 
 const pct = (xs: ReadonlyArray<number>, p: number) => {
   const s = [...xs].sort((a, b) => a - b)
@@ -185,6 +186,13 @@ const main = async () => {
     const loadS = (performance.now() - t0) / 1000
     const lexical = await measure(bm25, caller)
     await bm25.dispose()
+    if (!DENSE) {
+      console.log(`## sophia.search — ${N} documents + ${N} facts + ${N} posts (loaded raw in ${loadS.toFixed(1)} s), ${SEARCHES} queries\n`)
+      console.log(`| search, limit 10, dispatcher path | p50 ms | p99 ms | slowest raw FTS5 kind p50 | p99 | ratio p50 / p99 | items (by dense) |`)
+      console.log(`|---|---|---|---|---|---|---|`)
+      console.log(row("BM25 only", lexical))
+      return
+    }
 
     // ---- 2: with dense retrieval
     const provider = await startProvider()
@@ -199,6 +207,8 @@ const main = async () => {
       ]))
       const t1 = performance.now()
       const dense = ManagedRuntime.make(SophiaWithRaw(file).pipe(Layer.provide(Layer.setConfigProvider(config)), Layer.orDie))
+      // (imported here: the BM25 part also runs on a tree that has no Embeddings service)
+      const { Embeddings } = await import("../src/services/Embeddings.js")
       const embeddings = await dense.runPromise(Embeddings)
       let status = embeddings.status()!
       while (status.embedded < 3 * N || status.backlog > 0) {
