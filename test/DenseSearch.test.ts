@@ -228,5 +228,9 @@ describe("sophia.search with dense retrieval", () => {
       assert.deepStrictEqual(res.items, [])
       const orient = yield* ok(owner, "sophia.orient", {})
       assert.isUndefined(orient.counts.embedding_backlog)
+      // the SDK types carry the result's new fields (generated from the same Schemas)
+      const declarations = (yield* ok(owner, "sophia.get_sdk_types", {})).declarations as string
+      assert.match(declarations, /degraded\?: string/)
+      assert.match(declarations, /signals\?: ReadonlyArray<"bm25" \| "dense">|signals\?: \("bm25" \| "dense"\)\[\]|signals\?: Array<"bm25" \| "dense">/)
     }).pipe(Effect.provide(SophiaTest)))
 })

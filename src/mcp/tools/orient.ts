@@ -39,7 +39,7 @@ export const orientTools = Effect.gen(function*() {
       name: "sophia.search",
       group: "orient",
       access: "read",
-      description: "Search documents, facts and posts (BM25 per kind, RRF-fused). Posts are grounding: false.",
+      description: "Search documents, facts and posts (BM25 + dense if configured, RRF-fused). Posts are grounding: false.",
       annotations: READ_ONLY,
       input: SearchInput,
       output: SearchOutput,
