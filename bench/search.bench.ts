@@ -8,7 +8,7 @@
  *     the provider's own rate measured by a bare client in batches of the same size (target ≥ 0.8×); then
  *     `sophia.search` with dense vs the same raw baseline, each query's vector asked of the provider before
  *     the timed searches so provider time is excluded (target ≤ 3×); and the nearest-neighbour scan per kind,
- *     exact vs projected (time and recall@10), which chose `EXACT_UP_TO` (services/embeddings/Nearest.ts).
+ *     exact vs int8 quantized (time and recall@10), which chose `EXACT_UP_TO` (services/embeddings/Nearest.ts).
  */
 import { ConfigProvider, Effect, Layer, ManagedRuntime } from "effect"
 import { spawn } from "node:child_process"
@@ -225,8 +225,8 @@ const main = async () => {
       const memoryLoadS = (performance.now() - tLoad) / 1000
       const withDense = await measure(dense, caller)
 
-      // the scan per kind: exact vs projected, time and recall@10 against exact
-      const scans = { exact: [] as Array<number>, projected: [] as Array<number> }
+      // the scan per kind: exact vs int8 quantized, time and recall@10 against exact
+      const scans = { exact: [] as Array<number>, quantized: [] as Array<number> }
       let overlap = 0
       let asked = 0
       for (const q of queries.slice(0, 100)) {
@@ -236,10 +236,10 @@ const main = async () => {
           const exact = await dense.runPromise(embeddings.nearest(caller.userId, kind, v, 10, undefined, "exact"))
           scans.exact.push(performance.now() - t)
           t = performance.now()
-          const projected = await dense.runPromise(embeddings.nearest(caller.userId, kind, v, 10, undefined, "projected"))
-          scans.projected.push(performance.now() - t)
+          const quantized = await dense.runPromise(embeddings.nearest(caller.userId, kind, v, 10, undefined, "quantized"))
+          scans.quantized.push(performance.now() - t)
           const truth = new Set(exact.map((n) => n.id))
-          overlap += projected.filter((n) => truth.has(n.id)).length
+          overlap += quantized.filter((n) => truth.has(n.id)).length
           asked += exact.length
         }
       }
@@ -253,9 +253,9 @@ const main = async () => {
       console.log(`\n| embedding | value |\n|---|---|`)
       console.log(`| provider's own rate (bare client, batches of ${BATCH}, ${DELAY} ms delay) | ${providerTps.toFixed(0)} texts/s |`)
       console.log(`| the feed's drain of ${status.embedded} rows (read, embed, store) | ${drainTps.toFixed(0)} rows/s in ${drainS.toFixed(1)} s: **${(drainTps / providerTps).toFixed(2)}×** the provider's rate |`)
-      console.log(`| first search after start: ${3 * N} vectors read into memory (+ projected) | ${memoryLoadS.toFixed(1)} s |`)
+      console.log(`| first search after start: ${3 * N} vectors read into memory (+ quantized) | ${memoryLoadS.toFixed(1)} s |`)
       console.log(`| nearest per kind at ${N} vectors, exact scan | p50 ${ms(pct(scans.exact, 50))} ms, p99 ${ms(pct(scans.exact, 99))} ms (${(pct(scans.exact, 50) / N * 1000).toFixed(3)} ms per 1k vectors) |`)
-      console.log(`| nearest per kind at ${N} vectors, projected prefilter + exact re-rank | p50 ${ms(pct(scans.projected, 50))} ms, p99 ${ms(pct(scans.projected, 99))} ms; recall@10 vs exact ${(overlap / Math.max(1, asked)).toFixed(3)} |`)
+      console.log(`| nearest per kind at ${N} vectors, int8 quantized scan + exact re-rank of the best 50 | p50 ${ms(pct(scans.quantized, 50))} ms, p99 ${ms(pct(scans.quantized, 99))} ms; recall@10 vs exact ${(overlap / Math.max(1, asked)).toFixed(3)} |`)
     } finally {
       provider.stop()
     }

@@ -6,7 +6,7 @@ import { normalize } from "../src/services/embeddings/Provider.js"
 
 /**
  * The nearest-neighbour scan (services/embeddings/Nearest.ts) over vectors stored in the real store: the
- * SIMD scan (dimensions a multiple of 16), the JavaScript loop (any other), and the projected prefilter
+ * SIMD scan (dimensions a multiple of 16), the JavaScript loop (any other), and the int8 quantized scan
  * each return the brute-force answer's best items, and never an item outside the scope asked.
  */
 
@@ -39,17 +39,16 @@ const stored = (dim: number, kind: "documents" | "facts", n: number) =>
   })
 
 describe("nearest neighbours", () => {
-  it.effect("exact scans (SIMD at 64 dimensions, JavaScript at 24) and the projected prefilter return the brute-force best, within scope", () =>
+  it.effect("exact scans (SIMD at 64 dimensions, JavaScript at 24) and the int8 quantized scan re-ranked return the brute-force best, within scope", () =>
     Effect.gen(function*() {
       const embeddings = yield* Embeddings
       for (const [dim, kind] of [[64, "documents"], [24, "facts"]] as const) {
         const rows = yield* stored(dim, kind, 600)
         for (let k = 0; k < 5; k++) {
           const q = vector(dim)
-          for (const method of ["exact", "projected", "auto"] as const) {
+          for (const method of ["exact", "quantized", "auto"] as const) {
             const all = yield* embeddings.nearest("u1", kind, q, 10, undefined, method)
-            // (600 rows are fewer than the prefilter's candidates: every row is re-ranked exactly)
-            assert.deepStrictEqual(all.map((n) => n.id), brute(rows, q, 10), `${dim} ${method}`)
+                        assert.deepStrictEqual(all.map((n) => n.id), brute(rows, q, 10), `${dim} ${method}`)
             const scoped = yield* embeddings.nearest("u1", kind, q, 10, ["e1"], method)
             assert.deepStrictEqual(scoped.map((n) => n.id), brute(rows, q, 10, "e1"), `${dim} ${method} in scope`)
             assert.deepStrictEqual(yield* embeddings.nearest("u1", kind, q, 10, [], method), [])

@@ -21,54 +21,24 @@ interface Slab {
   ids: Array<string>
   entities: Array<string | null>
   lastSeq: number
-  /** the rows projected to `PROJECTED` dimensions (the first `projected`), once the slab outgrew the exact scan */
-  proj: Float32Array
-  projected: number
+  /** the rows quantized to int8 (each scaled by its largest component: `scales`), in a memory of their own */
+  memory8: WasmMemory
+  data8: Int8Array
+  scales: Float32Array
+  scan8: ((data: number, count: number, dim: number, query: number, out: number) => void) | undefined
 }
 
 /**
- * Up to this many vectors of a user and kind, a search scans them all (exact); past it, it scans their
- * projections first and re-ranks the best candidates exactly. Chosen by measurement (bench/search.bench.ts;
- * docs/architecture.md, "Dense retrieval"): the exact SIMD scan costs ~0.1 ms per 1,000 vectors of 384
- * dimensions, so 200,000 stay near 20 ms a kind.
+ * Up to this many vectors of a user and kind, a search scans their float32 values (exact); past it, their int8
+ * quantization first, and re-ranks the best `RESCORED × limit` (at least `RESCORED_MIN`) by their exact cosine.
+ * Chosen by measurement (bench/search.bench.ts; docs/architecture.md, "Search and dense retrieval").
  */
-export const EXACT_UP_TO = 200_000
-/** The projected dimensions (a fixed random Gaussian projection: inner products kept in expectation). */
-export const PROJECTED = 48
-/** Candidates re-ranked exactly: this many per result asked, at least `CANDIDATES_MIN`. */
-const CANDIDATES_PER_RESULT = 100
-const CANDIDATES_MIN = 2_000
+export const EXACT_UP_TO = 20_000
+const RESCORED = 5
+const RESCORED_MIN = 50
 
-/** How a search scans: `auto` (exact up to `EXACT_UP_TO`), or forced (the bench compares them). */
-export type ScanMethod = "auto" | "exact" | "projected"
-
-/** The projection of a dimension: PROJECTED rows of `dim` N(0, 1/PROJECTED) values, seeded (the same in every daemon). */
-const projections = new Map<number, Float32Array>()
-const projectionOf = (dim: number): Float32Array => {
-  let p = projections.get(dim)
-  if (p !== undefined) return p
-  p = new Float32Array(PROJECTED * dim)
-  let seed = 0x9e3779b9 ^ dim
-  const next = () => {
-    seed ^= seed << 13
-    seed ^= seed >>> 17
-    seed ^= seed << 5
-    return ((seed >>> 0) + 1) / 4294967297
-  }
-  const scale = 1 / Math.sqrt(PROJECTED)
-  for (let i = 0; i < p.length; i++) p[i] = Math.sqrt(-2 * Math.log(next())) * Math.cos(2 * Math.PI * next()) * scale
-  projections.set(dim, p)
-  return p
-}
-
-const project = (p: Float32Array, dim: number, source: Float32Array, offset: number, into: Float32Array, at: number) => {
-  for (let j = 0; j < PROJECTED; j++) {
-    let dot = 0
-    const base = j * dim
-    for (let i = 0; i < dim; i++) dot += p[base + i] * source[offset + i]
-    into[at + j] = dot
-  }
-}
+/** How a search scans: `auto` (exact up to `EXACT_UP_TO`, then quantized and re-ranked), or forced (the bench compares them). */
+export type ScanMethod = "auto" | "exact" | "quantized"
 
 const dotAt = (data: Float32Array, base: number, query: Float32Array, width: number) => {
   let dot = 0
@@ -94,75 +64,66 @@ const topK = (limit: number) => {
   return { offer, scores, rows }
 }
 
-/** The k-th largest of `values` (reordered in place; quickselect), or -Infinity when there are fewer. */
-const kthLargest = (values: Float32Array, k: number): number => {
-  if (k > values.length) return -Infinity
-  let lo = 0
-  let hi = values.length - 1
-  const target = k - 1
-  while (lo < hi) {
-    const pivot = values[(lo + hi) >> 1]
-    let i = lo
-    let j = hi
-    while (i <= j) {
-      while (values[i] > pivot) i++
-      while (values[j] < pivot) j--
-      if (i <= j) {
-        const t = values[i]
-        values[i] = values[j]
-        values[j] = t
-        i++
-        j--
-      }
-    }
-    if (target <= j) hi = j
-    else if (target >= i) lo = i
-    else break
-  }
-  return values[target]
-}
-
-/** Room for `rows` rows (the memory grows; its views are made again). */
+/** Room for `rows` rows (the memories grow; their views are made again). */
 const reserve = (slab: Slab, rows: number) => {
   if (rows <= slab.capacity) return
   const capacity = Math.max(rows, slab.capacity * 2)
-  const bytes = (capacity * slab.dim + slab.dim + capacity) * 4
-  const pages = Math.ceil(bytes / PAGE) - slab.memory.buffer.byteLength / PAGE
-  if (pages > 0) slab.memory.grow(pages)
+  const grow = (memory: WasmMemory, bytes: number) => {
+    const pages = Math.ceil(bytes / PAGE) - memory.buffer.byteLength / PAGE
+    if (pages > 0) memory.grow(pages)
+  }
+  // floats: the rows, then the query and the scores; int8: the rows, the query, then int32 scores (aligned)
+  grow(slab.memory, (capacity * slab.dim + slab.dim + capacity) * 4)
+  grow(slab.memory8, capacity * slab.dim + slab.dim + 16 + capacity * 4)
   slab.capacity = capacity
   slab.data = new Float32Array(slab.memory.buffer, 0, capacity * slab.dim)
+  slab.data8 = new Int8Array(slab.memory8.buffer, 0, capacity * slab.dim)
+  const scales = new Float32Array(capacity)
+  scales.set(slab.scales.subarray(0, slab.count))
+  slab.scales = scales
 }
 
 const newSlab = (dim: number): Slab => {
   const memory = memoryOf(1)
+  const memory8 = memoryOf(1)
   const slab: Slab = {
     dim,
     count: 0,
     capacity: 0,
     memory,
     data: new Float32Array(0),
-    scan: scanner(memory, dim),
+    scan: scanner(memory, dim, "f32"),
     ids: [],
     entities: [],
     lastSeq: 0,
-    proj: new Float32Array(0),
-    projected: 0
+    memory8,
+    data8: new Int8Array(0),
+    scales: new Float32Array(0),
+    scan8: scanner(memory8, dim, "i8")
   }
   reserve(slab, 64)
   return slab
 }
 
+/** A vector's int8 values into `into` at `at` (each component over its largest, × 127); returns the scale. */
+const quantize = (v: Float32Array, into: Int8Array, at: number): number => {
+  let max = 0
+  for (let i = 0; i < v.length; i++) max = Math.max(max, Math.abs(v[i]))
+  const scale = max === 0 ? 0 : max / 127
+  for (let i = 0; i < v.length; i++) into[at + i] = scale === 0 ? 0 : Math.round(v[i] / scale)
+  return scale
+}
+
 /**
- * Nearest neighbours over vectors held in memory (docs/architecture.md, "Dense retrieval": exact up to
- * `EXACT_UP_TO` vectors of a user and kind, then a projected prefilter re-ranked exactly — measured). Each
- * daemon keeps, per user and kind, the vectors in one contiguous block; before a scan it reads the rows
- * written since the last `seq` it holds (an index seek that returns nothing when nothing changed), so what
- * another daemon's feed wrote is found too. The exact scan takes the dot product of every row with the
- * query (unit vectors: the cosine) in WebAssembly SIMD (`Simd.ts`; a JavaScript loop where it cannot run)
- * and keeps the best `limit` of the rows in the caller's scope. Past `EXACT_UP_TO`, every row also has a
- * `PROJECTED`-dimension projection (a fixed random Gaussian matrix): the query's projection is scanned
- * against those, and the best `max(2000, 100 × limit)` candidates are re-ranked by their exact cosine.
- * Rows of entities outside the caller's scope are never candidates.
+ * Nearest neighbours over vectors held in memory (docs/architecture.md, "Search and dense retrieval"). Each
+ * daemon keeps, per user and kind, the vectors in contiguous blocks: float32, and int8 (each row scaled by its
+ * largest component). Before a scan it reads the rows written since the last `seq` it holds (an index seek that
+ * returns nothing when nothing changed), so what another daemon's feed wrote is found too. Up to `EXACT_UP_TO`
+ * rows the scan is exact: the dot product of every float32 row with the query (unit vectors: the cosine) in
+ * WebAssembly SIMD (`Simd.ts`; a JavaScript loop where it cannot run). Past it, the int8 rows are scanned
+ * against the quantized query (a quarter of the bytes), each product times its row's scale, and the best
+ * `max(50, 5 × limit)` are re-ranked by their exact float32 cosine. Only rows of entities in the caller's scope
+ * are ever candidates.
  */
 export const makeNearest = (vectors: Vectors) => {
   const slabs = new Map<string, Slab>()
@@ -187,6 +148,7 @@ export const makeNearest = (vectors: Vectors) => {
         const v = fromBytes(bytes as Uint8Array)
         if (v.length !== s.dim) continue // another dimension (the model's vectors changed shape): skipped
         s.data.set(v, s.count * s.dim)
+        s.scales[s.count] = quantize(v, s.data8, s.count * s.dim)
         s.ids.push(String(itemId))
         s.entities.push(entityId === null ? null : String(entityId))
         s.count++
@@ -194,17 +156,26 @@ export const makeNearest = (vectors: Vectors) => {
       return s
     })
 
-  /** The slab's projections brought up to its rows (the first time it outgrows the exact scan: all of them). */
-  const projectAll = (slab: Slab) => {
-    if (slab.projected === slab.count) return
-    if (slab.proj.length < slab.count * PROJECTED) {
-      const grown = new Float32Array(Math.max(slab.count * PROJECTED, slab.proj.length * 2))
-      grown.set(slab.proj.subarray(0, slab.projected * PROJECTED))
-      slab.proj = grown
+  /** Every row's int8 dot product with the quantized query, times the row's scale. */
+  const roughScores = (slab: Slab, query: Float32Array): Float32Array => {
+    const queryAt = slab.capacity * slab.dim
+    const outAt = Math.ceil((queryAt + slab.dim) / 16) * 16
+    const q8 = new Int8Array(slab.memory8.buffer, queryAt, slab.dim)
+    quantize(query, q8, 0)
+    const out = new Float32Array(slab.count)
+    if (slab.scan8 !== undefined) {
+      slab.scan8(0, slab.count, slab.dim, queryAt, outAt)
+      const dots = new Int32Array(slab.memory8.buffer, outAt, slab.count)
+      for (let row = 0; row < slab.count; row++) out[row] = dots[row] * slab.scales[row]
+    } else {
+      for (let row = 0; row < slab.count; row++) {
+        let dot = 0
+        const base = row * slab.dim
+        for (let i = 0; i < slab.dim; i++) dot += slab.data8[base + i] * q8[i]
+        out[row] = dot * slab.scales[row]
+      }
     }
-    const p = projectionOf(slab.dim)
-    for (let row = slab.projected; row < slab.count; row++) project(p, slab.dim, slab.data, row * slab.dim, slab.proj, row * PROJECTED)
-    slab.projected = slab.count
+    return out
   }
 
   /** Every row's dot product with the query. */
@@ -247,15 +218,10 @@ export const makeNearest = (vectors: Vectors) => {
         const all = scores(slab, query)
         for (let row = 0; row < slab.count; row++) if (allowed(row)) best.offer(row, all[row])
       } else {
-        projectAll(slab)
-        const q = new Float32Array(PROJECTED)
-        project(projectionOf(slab.dim), slab.dim, query, 0, q, 0)
-        const rough = new Float32Array(slab.count)
-        for (let row = 0; row < slab.count; row++) rough[row] = allowed(row) ? dotAt(slab.proj, row * PROJECTED, q, PROJECTED) : -Infinity
-        const floor = kthLargest(Float32Array.from(rough), Math.max(CANDIDATES_MIN, CANDIDATES_PER_RESULT * limit))
-        for (let row = 0; row < slab.count; row++) {
-          if (rough[row] >= floor && rough[row] > -Infinity) best.offer(row, dotAt(slab.data, row * slab.dim, query, slab.dim))
-        }
+        const rough = roughScores(slab, query)
+        const candidates = topK(Math.max(RESCORED_MIN, RESCORED * limit))
+        for (let row = 0; row < slab.count; row++) if (allowed(row)) candidates.offer(row, rough[row])
+        for (const row of candidates.rows) best.offer(row, dotAt(slab.data, row * slab.dim, query, slab.dim))
       }
       return best.rows.map((row, i) => ({ id: slab.ids[row], similarity: best.scores[i] }))
     })
