@@ -61,7 +61,9 @@ const topK = (limit: number) => {
       rows.pop()
     }
   }
-  return { offer, scores, rows }
+  /** What a score must beat to be kept. */
+  const floor = () => scores.length === limit ? scores[limit - 1] : -Infinity
+  return { offer, floor, scores, rows }
 }
 
 /** Room for `rows` rows (the memories grow; their views are made again). */
@@ -156,26 +158,24 @@ export const makeNearest = (vectors: Vectors) => {
       return s
     })
 
-  /** Every row's int8 dot product with the quantized query, times the row's scale. */
-  const roughScores = (slab: Slab, query: Float32Array): Float32Array => {
+  /** Every row's int8 dot product with the quantized query (to be multiplied by the row's scale). */
+  const roughDots = (slab: Slab, query: Float32Array): Int32Array => {
     const queryAt = slab.capacity * slab.dim
     const outAt = Math.ceil((queryAt + slab.dim) / 16) * 16
     const q8 = new Int8Array(slab.memory8.buffer, queryAt, slab.dim)
     quantize(query, q8, 0)
-    const out = new Float32Array(slab.count)
     if (slab.scan8 !== undefined) {
       slab.scan8(0, slab.count, slab.dim, queryAt, outAt)
-      const dots = new Int32Array(slab.memory8.buffer, outAt, slab.count)
-      for (let row = 0; row < slab.count; row++) out[row] = dots[row] * slab.scales[row]
-    } else {
-      for (let row = 0; row < slab.count; row++) {
-        let dot = 0
-        const base = row * slab.dim
-        for (let i = 0; i < slab.dim; i++) dot += slab.data8[base + i] * q8[i]
-        out[row] = dot * slab.scales[row]
-      }
+      return new Int32Array(slab.memory8.buffer, outAt, slab.count)
     }
-    return out
+    const dots = new Int32Array(slab.count)
+    for (let row = 0; row < slab.count; row++) {
+      let dot = 0
+      const base = row * slab.dim
+      for (let i = 0; i < slab.dim; i++) dot += slab.data8[base + i] * q8[i]
+      dots[row] = dot
+    }
+    return dots
   }
 
   /** Every row's dot product with the query. */
@@ -214,13 +214,21 @@ export const makeNearest = (vectors: Vectors) => {
         return entity !== null && allowedSet.has(entity)
       }
       const best = topK(limit)
+      // (a row no better than the worst kept is skipped before its scope is looked at)
       if (method === "exact" || (method === "auto" && slab.count <= EXACT_UP_TO)) {
         const all = scores(slab, query)
-        for (let row = 0; row < slab.count; row++) if (allowed(row)) best.offer(row, all[row])
+        for (let row = 0; row < slab.count; row++) {
+          const score = all[row]
+          if (score > best.floor() && allowed(row)) best.offer(row, score)
+        }
       } else {
-        const rough = roughScores(slab, query)
+        const dots = roughDots(slab, query)
+        const scales = slab.scales
         const candidates = topK(Math.max(RESCORED_MIN, RESCORED * limit))
-        for (let row = 0; row < slab.count; row++) if (allowed(row)) candidates.offer(row, rough[row])
+        for (let row = 0; row < slab.count; row++) {
+          const rough = dots[row] * scales[row]
+          if (rough > candidates.floor() && allowed(row)) candidates.offer(row, rough)
+        }
         for (const row of candidates.rows) best.offer(row, dotAt(slab.data, row * slab.dim, query, slab.dim))
       }
       return best.rows.map((row, i) => ({ id: slab.ids[row], similarity: best.scores[i] }))
