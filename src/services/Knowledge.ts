@@ -93,7 +93,6 @@ export class Knowledge extends Effect.Service<Knowledge>()("sophia/Knowledge", {
     const documentList = yield* makeDocumentList(entities)
     const facts = yield* makeFacts(entities, documents, coordination, fullText)
     const factQuery = yield* makeFactQuery(entities)
-    const retrieval = yield* makeRetrieval(entities, fullText)
 
     /**
      * A write that changes documents or facts: its transaction publishes `KnowledgeChanged` (the search index
@@ -169,7 +168,6 @@ export class Knowledge extends Effect.Service<Knowledge>()("sophia/Knowledge", {
     )
 
     // ------------------------------------------------------------------ reads
-
     /** Full-text search of documents, best match first, within the caller's scope. */
     const search = spanned(
       "Knowledge.search",
@@ -227,7 +225,7 @@ export class Knowledge extends Effect.Service<Knowledge>()("sophia/Knowledge", {
       revert,
       search,
       searchFacts,
-      ...retrievalMethods(retrieval),
+      ...retrievalMethods(yield* makeRetrieval(entities, fullText)),
       query,
       mutations,
       countDocuments,
