@@ -40,7 +40,7 @@ export const fromBytes = (bytes: Uint8Array): Float32Array => {
 }
 
 /**
- * The Embeddings service's tables (migration 0021): `embedding_vectors` and `embedding_progress`. A batch's
+ * The Embeddings service's tables (migration 0024): `embedding_vectors` and `embedding_progress`. A batch's
  * vectors and the feed's new progress are written in one transaction under the `embeddings` lock, so `seq`
  * commits in order on either store (a reader that holds every row up to a `seq` misses none below it).
  */

@@ -65,7 +65,7 @@ const EMBED_CHARS = 4000
  * Documents and facts for `sophia.search`, in two stages (store/FullText.ts): ids ranked by BM25 within the
  * caller's scope, then the rows of the final page only, with their snippets. And what the embedding feed
  * reads: every document and fact (deleted ones too: a revert may restore them; search shows live rows
- * only) in (`created_at`, id) order, over the indexes of migration 0022.
+ * only) in (`created_at`, id) order, over the indexes of migration 0025.
  */
 export const makeRetrieval = (entities: Entities, fullText: FullText) =>
   Effect.gen(function*() {
