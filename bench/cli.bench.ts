@@ -133,6 +133,9 @@ const commands: ReadonlyArray<readonly [string, () => ReturnType<typeof timeRun>
   ["ledger verify", () => timeRun([bin, "ledger", "verify", "--db", db], app)],
   ["backup", () => timeRun([bin, "backup", "--out", path.join(work, `backup-${run++}.db`), "--db", db], app)],
   ["portal", () => timeRun([bin, "portal", "--db", db], app)],
+  ["notify add", () =>
+    timeRun([bin, "notify", "add", "--url", `http://127.0.0.1:9/hook-${run++}`, "--events", "approval_requested", "--db", db], app)],
+  ["notify list", () => timeRun([bin, "notify", "list", "--db", db], app)],
   ["setup claude-code", () =>
     timeRun([bin, "setup", "claude-code", "--name", `setup-${run++}`, "--profile", "assistant", "--dir", path.join(work, `proj-${run}`), "--db", db], app)],
   ["setup codex", () =>

@@ -6,25 +6,6 @@
  * it (its worker looks at least every second), so no CLI process has to stay up for a delivery, and the test goes
  * the way every real notification goes (claim, format, signature, retries). With no daemon serving, it waits in
  * the outbox until one starts; the command says so on stderr.
- *
- * The commander wiring wanted in Program.ts (the lead wires it; this file does not touch Program.ts):
- *
- *   const notify = <O>(pick: (m: typeof import("./Notify.js")) => (o: O) => Effect.Effect<void, unknown>) =>
- *     effectful(async () => pick(await import("./Notify.js")))
- *   const n = group("notify", "reach the owner outside the portal: webhooks, chat, phone push")
- *   leaf(n, "add", "add a target; prints its id", notify((m) => m.notifyAdd))
- *     .addOption(new Option("--url <url>", "where to POST (an http:// or https:// URL: a Slack incoming webhook, an ntfy topic, your receiver)").makeOptionMandatory())
- *     .addOption(new Option("--events <events>", "comma-separated: approval_requested, approval_decided, wait_ended, orphan, connection_revoked").makeOptionMandatory())
- *     .addOption(new Option("--format <format>", "json (the contract's body), slack ({ text }) or ntfy (plain text, Title and Click headers)").choices(["json", "slack", "ntfy"]).default("json"))
- *     .addOption(new Option("--secret <secret>", "sign each POST: Sophia-Signature t=<unix s>,v1=<hex HMAC-SHA256 of \"<t>.<body>\">"))
- *     .addOption(user())
- *   leaf(n, "list", "list the targets (a table; --json for one JSON array; secrets never shown)", notify((m) => m.notifyList))
- *     .addOption(user())
- *     .addOption(new Option("--json", "one JSON array instead of the table").default(false))
- *   leaf(n, "remove", "remove a target and its queued notifications", notify((m) => m.notifyRemove))
- *     .addOption(user()).argument("<id>", "the target's id (from notify list)")
- *   leaf(n, "test", "queue a test notification to a target; the serving daemon sends it", notify((m) => m.notifyTest))
- *     .addOption(user()).argument("<id>", "the target's id (from notify list)")
  */
 import { Console, Effect, Option } from "effect"
 import { Auth } from "../services/Auth.js"
@@ -102,3 +83,6 @@ export const notifyTest = (o: Globals & UserOption & { readonly id: string }) =>
         : "queued: no daemon is recorded serving this database; it is sent when `sophia serve` starts"
     )
   })
+
+/** The runner of this module's programs (cli/Program.ts: one bundle, one Effect). */
+export { runEffect } from "./RunEffect.js"

@@ -222,6 +222,32 @@ const program = (chosen: Chosen) => {
     .addOption(project())
     .addOption(url())
 
+  const notify = <O>(pick: (m: typeof import("./Notify.js")) => (o: O) => Effect.Effect<void, unknown>) =>
+    effectful(() => import("./Notify.js"), pick)
+  const notifications = group("notify", "reach the owner outside the portal: webhooks, chat, phone push")
+  leaf(notifications, "add", "add a target; prints its id", notify((m) => m.notifyAdd))
+    .addOption(
+      new Option("--url <url>", "where to POST (an http:// or https:// URL: a Slack incoming webhook, an ntfy topic, your receiver)")
+        .makeOptionMandatory()
+    )
+    .addOption(
+      new Option("--events <events>", "comma-separated: approval_requested, approval_decided, wait_ended, orphan, connection_revoked")
+        .makeOptionMandatory()
+    )
+    .addOption(
+      new Option("--format <format>", "json (the contract's body), slack ({ text }) or ntfy (plain text, Title and Click headers)")
+        .choices(["json", "slack", "ntfy"]).default("json")
+    )
+    .addOption(new Option("--secret <secret>", "sign each POST: Sophia-Signature t=<unix s>,v1=<hex HMAC-SHA256 of \"<t>.<body>\">"))
+    .addOption(user())
+  leaf(notifications, "list", "list the targets (a table; --json for one JSON array; secrets never shown)", notify((m) => m.notifyList))
+    .addOption(user())
+    .addOption(new Option("--json", "one JSON array instead of the table").default(false))
+  leaf(notifications, "remove", "remove a target and its queued notifications", notify((m) => m.notifyRemove))
+    .addOption(user()).argument("<id>", "the target's id (from notify list)")
+  leaf(notifications, "test", "queue a test notification to a target; the serving daemon sends it", notify((m) => m.notifyTest))
+    .addOption(user()).argument("<id>", "the target's id (from notify list)")
+
   leaf(root, "backup", "an online, consistent copy of the SQLite database (safe while the daemon writes)", owner((m) => m.backup))
     .addOption(new Option("--out <file>", "the new file to write (must not exist)").makeOptionMandatory())
 

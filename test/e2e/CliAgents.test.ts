@@ -28,6 +28,18 @@ const run = (args: ReadonlyArray<string>, env: Record<string, string>, stdin = "
     child.stdin.end(stdin)
   })
 
+/** Resolves once the daemon has answered `n` coordination_inbox calls (its /metrics), however loaded the machine. */
+const inboxCallsAnswered = async (baseUrl: string, n: number) => {
+  for (const deadline = Date.now() + 120_000; Date.now() < deadline;) {
+    const metrics = await (await fetch(`${baseUrl}/metrics`)).text()
+    const answered = [...metrics.matchAll(/^sophia_tool_calls_total\{[^}]*tool="sophia\.coordination_inbox"[^}]*\} (\d+)/gm)]
+      .reduce((sum, m) => sum + Number(m[1]), 0)
+    if (answered >= n) return
+    await new Promise((r) => setTimeout(r, 50))
+  }
+  throw new Error(`the daemon did not answer ${n} inbox call(s) within 120 s`)
+}
+
 describe("sophia watch / setup / hook", { timeout: 180_000 }, () => {
   it("`watch --once` blocks until another connection posts, prints the post, and exits", async () => {
     const db = tempDb()
@@ -37,7 +49,10 @@ describe("sophia watch / setup / hook", { timeout: 180_000 }, () => {
       const env = { SOPHIA_BEARER: watcher.bearer, SOPHIA_URL: daemon.baseUrl }
       const watching = run(["watch", "--once"], env)
       const asJson = run(["watch", "--once", "--json", "--channel", "arc:build-1"], env)
-      await new Promise((r) => setTimeout(r, 1500)) // both are parked on the long poll by now (or read it at once: either way)
+      // `--channel` reads the conversation from where it starts (a first peek sets its cursor): post only after
+      // that peek has been answered — a post before it is history to that watcher, and it would wait forever.
+      // (The unread watcher sees the post whenever it starts: it is unread.)
+      await inboxCallsAnswered(daemon.baseUrl, 1)
       const posted = await restCall(daemon.baseUrl, daemon.ownerBearer!, "sophia.coordination_post", {
         channel: "arc:build-1",
         kind: "question",
