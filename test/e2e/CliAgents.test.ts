@@ -45,10 +45,13 @@ describe("sophia watch / setup / hook", { timeout: 180_000 }, () => {
     const db = tempDb()
     const daemon = await startDaemon(db)
     try {
-      const watcher = JSON.parse(sophia(["connection", "create", "--name", "watcher", "--profile", "observer", "--db", db], noPg).stdout)
-      const env = { SOPHIA_BEARER: watcher.bearer, SOPHIA_URL: daemon.baseUrl }
+      // two watchers, two connections: a watch marks what it prints read for its connection, so one connection's
+      // channel watch could take the post from under the same connection's unread watch
+      const bearerOf = (name: string) =>
+        JSON.parse(sophia(["connection", "create", "--name", name, "--profile", "observer", "--db", db], noPg).stdout).bearer as string
+      const env = { SOPHIA_BEARER: bearerOf("watcher"), SOPHIA_URL: daemon.baseUrl }
       const watching = run(["watch", "--once"], env)
-      const asJson = run(["watch", "--once", "--json", "--channel", "arc:build-1"], env)
+      const asJson = run(["watch", "--once", "--json", "--channel", "arc:build-1"], { ...env, SOPHIA_BEARER: bearerOf("channel-watcher") })
       // `--channel` reads the conversation from where it starts (a first peek sets its cursor): post only after
       // that peek has been answered — a post before it is history to that watcher, and it would wait forever.
       // (The unread watcher sees the post whenever it starts: it is unread.)
