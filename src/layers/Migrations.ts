@@ -22,6 +22,7 @@ import approveLinksSilences from "./migrations/0020_approve_links_silences.js"
 import leaseChains from "./migrations/0023_lease_chains.js"
 import embeddings from "./migrations/0024_embeddings.js"
 import knowledgeByTime from "./migrations/0025_knowledge_by_time.js"
+import postsDecisions from "./migrations/0026_posts_decisions.js"
 
 /**
  * Every schema change, in order, as a static record (no file-system loader: the daemon runs from
@@ -49,7 +50,8 @@ export const migrations = {
   "0020_approve_links_silences": approveLinksSilences,
   "0023_lease_chains": leaseChains,
   "0024_embeddings": embeddings,
-  "0025_knowledge_by_time": knowledgeByTime
+  "0025_knowledge_by_time": knowledgeByTime,
+  "0026_posts_decisions": postsDecisions
 }
 
 export const runMigrations = Migrator.make({})({
