@@ -13,8 +13,8 @@ import { family, limitTo, makeStatements } from "../store/Statements.js"
  * time, most recently active first, each with its latest `decision` or `closeout` (however old), the author's
  * name joined live. A channel that only ever had heartbeats is left out (its `visible` count is 0), as the
  * inbox leaves heartbeats out. The recent channels come from `channel_counters` through its index on
- * `(user_id, last_post_at)`; each one's latest decision walks the channel's posts newest first through the
- * `(user_id, channel, channel_seq)` key until the first decision or closeout.
+ * `(user_id, last_post_at)`; each one's latest decision or closeout is one probe of the partial index
+ * `posts_decisions` (migration 0026), which holds only those.
  */
 
 /** The longest preview of a latest post's body read from the store (`panorama` cuts it further). */
