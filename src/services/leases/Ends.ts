@@ -6,7 +6,7 @@ import { NO_REVALIDATION } from "./Store.js"
 import { InvalidTransition } from "../../domain/Ledger.js"
 import type { LeaseRenewInput } from "../../domain/Leases.js"
 import type { Events } from "../Events.js"
-import type { LeaseDbRow, LeaseStore } from "./Store.js"
+import type { EndedRow, LeaseStore } from "./Store.js"
 
 /**
  * How a lease lives on and ends: renewed by its holder (from now, by `ttl_s` or its own ttl again), released
@@ -21,7 +21,7 @@ const iso = (ms: number) => new Date(ms).toISOString()
 export const makeEnds = (deps: { readonly store: LeaseStore; readonly events: Events }) => {
   const { events, store } = deps
 
-  const published = (ended: LeaseDbRow, change: "released" | "expired" | "renewed", at: string) =>
+  const published = (ended: EndedRow, change: "released" | "expired" | "renewed", at: string) =>
     events.publish(
       new LeaseChanged({
         user_id: ended.user_id,

@@ -43,6 +43,12 @@ export const LeaseDbRow = Schema.Struct({
 })
 export type LeaseDbRow = typeof LeaseDbRow.Type
 const decodeLeases = Schema.decodeUnknown(Schema.Array(LeaseDbRow))
+
+/** A lease as an end returns it: what its `LeaseChanged` says. */
+export const EndedRow = LeaseDbRow.pipe(Schema.pick("id", "user_id", "connection_id", "project", "resources"))
+export type EndedRow = typeof EndedRow.Type
+const decodeEnded = Schema.decodeUnknown(Schema.Array(EndedRow))
+const ENDED_COLUMNS = "id, user_id, connection_id, project, resources"
 const LEASE_COLUMNS = "id, user_id, connection_id, project, mode, resources, reason, work_id, ttl_s, created_at, expires_at, expires_ms, status"
 
 const TakeoverRow = Schema.Struct({
@@ -85,6 +91,7 @@ export const makeLeaseStore = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const { named, shaped } = yield* makeStatements
   const leaseColumns = sql.literal(LEASE_COLUMNS)
+  const endedColumns = sql.literal(ENDED_COLUMNS)
 
   // ---- what a conflict check reads ----------------------------------------------------------------
   // the holds on a glob's chain, in one statement: those whose base is an ancestor of (or equal to) the
@@ -152,16 +159,16 @@ export const makeLeaseStore = Effect.gen(function*() {
   /** End an active lease (conditional: zero rows when it had ended already); its holds go with it (so do every end's: 0023's trigger). */
   const endActive = named("Leases.end", (p: { id: string; status: string; at: string; by: string | null }) =>
     sql`UPDATE leases SET status = ${p.status}, ended_at = ${p.at}, ended_by = ${p.by}
-      WHERE id = ${p.id} AND status = 'active' RETURNING ${leaseColumns}`)
+      WHERE id = ${p.id} AND status = 'active' RETURNING ${endedColumns}`)
   /** The holder ends its own active, unexpired lease (zero rows: not so — the caller reads why). */
   const endOwn = named("Leases.endOwn", (p: { id: string; userId: string; connectionId: string; at: string; now: number }) =>
     sql`UPDATE leases SET status = 'released', ended_at = ${p.at}, ended_by = ${p.connectionId}
       WHERE id = ${p.id} AND user_id = ${p.userId} AND connection_id = ${p.connectionId} AND status = 'active'
         AND expires_ms > ${p.now}
-      RETURNING ${leaseColumns}`)
+      RETURNING ${endedColumns}`)
   const expireDue = named("Leases.expire", (p: { id: string; at: string; now: number }) =>
     sql`UPDATE leases SET status = 'expired', ended_at = ${p.at}
-      WHERE id = ${p.id} AND status = 'active' AND expires_ms <= ${p.now} RETURNING ${leaseColumns}`)
+      WHERE id = ${p.id} AND status = 'active' AND expires_ms <= ${p.now} RETURNING ${endedColumns}`)
   const renewLease = named("Leases.renew", (p: { id: string; expiresAt: string; expiresMs: number; ttlS: number; now: number }) =>
     sql`UPDATE leases SET expires_at = ${p.expiresAt}, expires_ms = ${p.expiresMs}, ttl_s = ${p.ttlS}
       WHERE id = ${p.id} AND status = 'active' AND expires_ms > ${p.now} RETURNING id`)
@@ -213,9 +220,9 @@ export const makeLeaseStore = Effect.gen(function*() {
     byIds: (ids: ReadonlyArray<string>) =>
       ids.length === 0 ? Effect.succeed([]) : die(Effect.flatMap(leasesByIds({ ids }), decodeLeases)),
     find: (userId: string, id: string) => die(Effect.map(Effect.flatMap(findLease({ userId, id }), decodeLeases), (rows) => rows[0])),
-    end: (p: Parameters<typeof endActive>[0]) => die(Effect.flatMap(endActive(p), decodeLeases)),
-    endOwn: (p: Parameters<typeof endOwn>[0]) => die(Effect.flatMap(endOwn(p), decodeLeases)),
-    expire: (p: Parameters<typeof expireDue>[0]) => die(Effect.flatMap(expireDue(p), decodeLeases)),
+    end: (p: Parameters<typeof endActive>[0]) => die(Effect.flatMap(endActive(p), decodeEnded)),
+    endOwn: (p: Parameters<typeof endOwn>[0]) => die(Effect.flatMap(endOwn(p), decodeEnded)),
+    expire: (p: Parameters<typeof expireDue>[0]) => die(Effect.flatMap(expireDue(p), decodeEnded)),
     renew: (p: Parameters<typeof renewLease>[0]) =>
       die(Effect.flatMap(renewLease(p), (rows) => rows.length > 0 ? Effect.as(renewHolds(p), true) : Effect.succeed(false))),
     due: (now: number) => die(Effect.map(Effect.flatMap(dueLeases({ now }), decodeIds), (rows) => rows.map((r) => r.id))),
