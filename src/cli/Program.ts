@@ -185,6 +185,25 @@ const program = (chosen: Chosen) => {
     .addOption(new Option("--host <host>", "the daemon's interface (default: where the daemon serving this database listens)"))
     .addOption(new Option("--port <port>", "the daemon's port (default: where the daemon serving this database listens)").argParser(port))
     .addOption(new Option("--logout-all", "end every portal session now").default(false))
+  runtimeCommands({ root, leaf, group, user })
+  notifyCommands({ root, leaf, group, user })
+
+  leaf(root, "backup", "an online, consistent copy of the SQLite database (safe while the daemon writes)", owner((m) => m.backup))
+    .addOption(new Option("--out <file>", "the new file to write (must not exist)").makeOptionMandatory())
+
+  return root
+}
+
+/** What the command groups below are declared with (made by `program` for one parse). */
+interface Builders {
+  readonly root: Command
+  readonly leaf: <O>(parent: Command, name: string, description: string, handler: Handler<O>) => Command
+  readonly group: (name: string, description: string) => Command
+  readonly user: () => Option
+}
+
+/** The commands agent runtimes run: hooks, watch, setup, the git guard (the daemon from --url / SOPHIA_URL). */
+const runtimeCommands = ({ group, leaf, root }: Builders) => {
   const url = () => new Option("--url <url>", "the daemon (default: env SOPHIA_URL, else http://127.0.0.1:7337)")
   const hook = group("hook", "agent runtimes' hooks: the hook input on stdin (Codex: its last argument), the output on stdout (bearer from env SOPHIA_BEARER)")
   leaf(hook, "claude-code", "Claude Code's command hook: asks the daemon what this agent should hear now", plain(async () => (await import("./Hook.js")).hookClaudeCode))
@@ -221,7 +240,10 @@ const program = (chosen: Chosen) => {
   leaf(guard, "check", "exit 1, a line per conflict, when a staged path lies in an exclusive lease of another connection", plain(async () => (await import("./Guard.js")).guardCheck))
     .addOption(project())
     .addOption(url())
+}
 
+/** The owner's notification targets (`notify add|list|remove|test`). */
+const notifyCommands = ({ group, leaf, user }: Builders) => {
   const notify = <O>(pick: (m: typeof import("./Notify.js")) => (o: O) => Effect.Effect<void, unknown>) =>
     effectful(() => import("./Notify.js"), pick)
   const notifications = group("notify", "reach the owner outside the portal: webhooks, chat, phone push")
@@ -247,11 +269,6 @@ const program = (chosen: Chosen) => {
     .addOption(user()).argument("<id>", "the target's id (from notify list)")
   leaf(notifications, "test", "queue a test notification to a target; the serving daemon sends it", notify((m) => m.notifyTest))
     .addOption(user()).argument("<id>", "the target's id (from notify list)")
-
-  leaf(root, "backup", "an online, consistent copy of the SQLite database (safe while the daemon writes)", owner((m) => m.backup))
-    .addOption(new Option("--out <file>", "the new file to write (must not exist)").makeOptionMandatory())
-
-  return root
 }
 
 /** The handler's key for a positional argument: `<id|name>` is the selector, others camel-cased. */

@@ -90,8 +90,7 @@ export const dieOnInfra = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effe
 export const makeLeaseStore = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const { named, shaped } = yield* makeStatements
-  const leaseColumns = sql.literal(LEASE_COLUMNS)
-  const endedColumns = sql.literal(ENDED_COLUMNS)
+  const [leaseColumns, endedColumns] = [sql.literal(LEASE_COLUMNS), sql.literal(ENDED_COLUMNS)]
 
   // ---- what a conflict check reads ----------------------------------------------------------------
   // the holds on a glob's chain, in one statement: those whose base is an ancestor of (or equal to) the
