@@ -1,3 +1,4 @@
+import { SqlClient } from "@effect/sql"
 import { Config, Duration, Effect, Either, Layer, Queue } from "effect"
 import type { Caller } from "../domain/Auth.js"
 import { LIMITS } from "../domain/Knowledge.js"
@@ -10,14 +11,15 @@ import { Knowledge } from "./Knowledge.js"
 import { spanned } from "./Spans.js"
 import type { TextKind } from "./store/FullText.js"
 import { makeFullText } from "./store/FullText.js"
+import { readConcurrency } from "./store/Locking.js"
 
 /**
  * The use case behind `sophia.search`, in two stages so that rows are read for the final page only:
  * 1. rank ids: each kind by BM25 in the index of the service that owns it (documents and facts by Knowledge,
  *    within the caller's entity scope; posts by Coordination) and, with an embeddings provider, by its
- *    nearest neighbours to the query's vector (Embeddings, within the same scope) — every list at once (on
- *    Postgres the statements run concurrently; SQLite's one reader takes them in turn), the query's vector
- *    asked of the provider meanwhile;
+ *    nearest neighbours to the query's vector (Embeddings, within the same scope) — on Postgres the kinds'
+ *    statements at once, on SQLite in turn (`store/Locking.ts` `readConcurrency`), the query's vector asked
+ *    of the provider meanwhile;
  * 2. fuse the ids by reciprocal-rank fusion (k = 60) and read the rows of the final `limit` only, with
  *    their snippets, each kind from its owner.
  * A provider that fails or does not answer in time never fails a search: BM25 answers alone and the result
@@ -28,6 +30,8 @@ export class Search extends Effect.Service<Search>()("sophia/Search", {
     const knowledge = yield* Knowledge
     const coordination = yield* Coordination
     const embeddings = yield* Embeddings
+    // the kinds' statements at once where the store runs them at once (Postgres), else in turn
+    const concurrency = readConcurrency(yield* SqlClient.SqlClient)
     const minSimilarity = yield* Config.number("SOPHIA_EMBEDDINGS_MIN_SIMILARITY").pipe(Config.withDefault(0.25), Effect.orDie)
 
     const bm25 = (caller: Caller, kind: SearchKind, query: string, limit: number) =>
@@ -80,20 +84,19 @@ export class Search extends Effect.Service<Search>()("sophia/Search", {
         const kinds = input.kinds !== undefined && input.kinds.length > 0
           ? SEARCH_KINDS.filter((k) => input.kinds!.includes(k))
           : SEARCH_KINDS
-        const [lexical, vector] = yield* Effect.all([
-          Effect.forEach(kinds, (kind) =>
-            Effect.map(bm25(caller, kind, input.query, limit), (ids): RankedList => ({ kind, signal: "bm25", ids })), {
-            concurrency: "unbounded"
-          }),
-          embeddings.configured ? Effect.either(embeddings.queryVector(input.query)) : Effect.succeed(undefined)
-        ], { concurrency: "unbounded" })
+        const lexicalLists = Effect.forEach(kinds, (kind) =>
+          Effect.map(bm25(caller, kind, input.query, limit), (ids): RankedList => ({ kind, signal: "bm25", ids })), { concurrency })
+        // the provider is asked while the kinds are ranked
+        const [lexical, vector] = embeddings.configured
+          ? yield* Effect.all([lexicalLists, Effect.either(embeddings.queryVector(input.query))], { concurrency: "unbounded" })
+          : [yield* lexicalLists, undefined]
         const dense = vector !== undefined && Either.isRight(vector) ? yield* denseLists(caller, kinds, vector.right, limit) : []
         const lists = [...lexical, ...dense]
         const page = fuseIds(lists, RRF_K, limit)
         const rows = yield* Effect.forEach(kinds, (kind) => {
           const refs = page.filter((f) => f.kind === kind)
           return refs.length === 0 ? Effect.succeed([]) : rowsOf(caller, kind, input.query, refs)
-        }, { concurrency: "unbounded" })
+        }, { concurrency })
         const byKey = new Map(rows.flat().map((r) => [`${r.kind}:${r.id}`, r]))
         const singular: Record<SearchKind, KindHit["kind"]> = { documents: "document", facts: "fact", posts: "post" }
         const items = page.flatMap((f): Array<SearchItem> => {

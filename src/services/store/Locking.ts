@@ -58,3 +58,11 @@ export const whenWritersConcurrent = <E>(sql: SqlClient.SqlClient, effect: Effec
  * daemons taking due work from one queue, each row once); nothing on SQLite, whose single writer claims alone.
  */
 export const skipLocked = (sql: SqlClient.SqlClient) => sql.literal(writersConcurrent(sql) ? "FOR UPDATE SKIP LOCKED" : "")
+
+/**
+ * How many independent reads to run at once: all of them on Postgres (each statement on a pooled connection
+ * of its own), one at a time on SQLite, whose one reader connection runs them in turn anyway — there forking
+ * a fiber per read only added scheduling (measured on `sophia.search`'s three kinds: p50 2.0 ms one at a
+ * time against 2.9–3.7 ms forked).
+ */
+export const readConcurrency = (sql: SqlClient.SqlClient): "unbounded" | 1 => writersConcurrent(sql) ? "unbounded" : 1
