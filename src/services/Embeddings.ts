@@ -65,6 +65,9 @@ export class Embeddings extends Effect.Service<Embeddings>()("sophia/Embeddings"
       })
     )
 
+    /** A query's vector if it was asked before (kept: no call to the provider). */
+    const keptVector = (text: string): Float32Array | undefined => cache.get(text)
+
     /** A background batch's vectors (a minute's timeout): the feed's call. */
     const embedBatch = spanned(
       "Embeddings.embedBatch",
@@ -130,6 +133,7 @@ export class Embeddings extends Effect.Service<Embeddings>()("sophia/Embeddings"
       model,
       batchSize: Option.match(config, { onNone: () => 0, onSome: (c) => c.batch }),
       queryVector,
+      keptVector,
       embedBatch,
       nearest,
       progress,

@@ -86,10 +86,13 @@ export class Search extends Effect.Service<Search>()("sophia/Search", {
           : SEARCH_KINDS
         const lexicalLists = Effect.forEach(kinds, (kind) =>
           Effect.map(bm25(caller, kind, input.query, limit), (ids): RankedList => ({ kind, signal: "bm25", ids })), { concurrency })
-        // the provider is asked while the kinds are ranked
-        const [lexical, vector] = embeddings.configured
-          ? yield* Effect.all([lexicalLists, Effect.either(embeddings.queryVector(input.query))], { concurrency: "unbounded" })
-          : [yield* lexicalLists, undefined]
+        // the provider is asked while the kinds are ranked (a query's vector asked before is at hand)
+        const kept = embeddings.configured ? embeddings.keptVector(input.query) : undefined
+        const [lexical, vector] = !embeddings.configured
+          ? [yield* lexicalLists, undefined]
+          : kept !== undefined
+          ? [yield* lexicalLists, Either.right(kept)]
+          : yield* Effect.all([lexicalLists, Effect.either(embeddings.queryVector(input.query))], { concurrency: "unbounded" })
         const dense = vector !== undefined && Either.isRight(vector) ? yield* denseLists(caller, kinds, vector.right, limit) : []
         const lists = [...lexical, ...dense]
         const page = fuseIds(lists, RRF_K, limit)
