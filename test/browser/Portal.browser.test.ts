@@ -415,7 +415,7 @@ suite("the owner's portal in chromium", () => {
     const long = pending.filter({ hasText: "flood-a 0" })
     assert.strictEqual(await long.getByRole("button", { name: "Approve" }).count(), 0)
     await long.getByRole("link", { name: /characters of the arguments/ }).click()
-    await page.locator("[data-approval] pre").waitFor()
+    await page.waitForURL(/[?&]approval=/)
     assert.include(await page.locator("[data-approval] pre").innerText(), "long long")
     assert.strictEqual(await page.getByRole("button", { name: "Approve" }).count(), 1)
     await page.getByRole("link", { name: "All pending approvals" }).click()
