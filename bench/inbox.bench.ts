@@ -20,6 +20,7 @@ import { Auth } from "../src/services/Auth.js"
 import { Coordination } from "../src/services/Coordination.js"
 import { Wakeups } from "../src/services/Wakeups.js"
 import { SophiaWithRaw, SqliteStore, tempDb } from "./support/Raw.js"
+import { makeCorpus } from "./support/Corpus.js"
 
 const WAKES = Number(process.env.BENCH_WAKES ?? 1000)
 const PARKED = 1000
@@ -115,34 +116,8 @@ const wakeBench = async () => {
 }
 
 // ---------------------------------------------------------------- 3: search
-let seed = 42
-const random = () => (seed = (seed * 1664525 + 1013904223) >>> 0) / 2 ** 32
-const SYL = ["ka", "lo", "mi", "ren", "tu", "sa", "vor", "el", "qui", "dan", "pe", "zo", "ra", "nik", "bu", "ost"]
-const word = (i: number) => {
-  let w = ""
-  for (let n = i + 17; n > 0; n = Math.floor(n / SYL.length)) w += SYL[n % SYL.length]
-  return w
-}
-const VOCAB = 8000
-const words = Array.from({ length: VOCAB }, (_, i) => word(i))
-const cumulative: Array<number> = []
-{
-  let total = 0
-  for (let i = 0; i < VOCAB; i++) cumulative.push(total += 1 / (i + 1))
-  for (let i = 0; i < VOCAB; i++) cumulative[i] /= total
-}
-const zipf = () => {
-  const r = random()
-  let lo = 0
-  let hi = VOCAB - 1
-  while (lo < hi) {
-    const mid = (lo + hi) >> 1
-    if (cumulative[mid] < r) lo = mid + 1
-    else hi = mid
-  }
-  return words[lo]
-}
-const text = (n: number) => Array.from({ length: n }, zipf).join(" ")
+// the corpus (bench/support/Corpus.ts): its queries drawn after the texts, as ever
+const { text, queries: makeQueries } = makeCorpus()
 
 const searchBench = async () => {
   const file = tempDb("search.db")
@@ -184,8 +159,7 @@ const searchBench = async () => {
       raw.prepare(`SELECT fact_id FROM facts_fts WHERE facts_fts MATCH ? AND user_id = ? ORDER BY bm25(facts_fts) LIMIT 10`),
       raw.prepare(`SELECT post_id FROM posts_fts WHERE posts_fts MATCH ? AND user_id = ? ORDER BY bm25(posts_fts) LIMIT 10`)
     ]
-    const queries = Array.from({ length: SEARCHES }, () =>
-      Array.from({ length: 1 + Math.floor(random() * 3) }, () => words[20 + Math.floor(random() * 1980)]).join(" "))
+    const queries = makeQueries(SEARCHES)
     for (const q of queries.slice(0, 20)) {
       for (const s of rawKinds) s.all(ftsExpr(q), caller.userId)
       await runtime.runPromise(dispatcher.call(caller, "sophia.search", { query: q }))

@@ -15,48 +15,17 @@ import { SophiaLive } from "../src/layers/App.js"
 import { StoreChoice } from "../src/layers/Sql.js"
 import { Dispatcher } from "../src/mcp/Dispatch.js"
 import { Auth } from "../src/services/Auth.js"
+import { makeCorpus, pct } from "./support/Corpus.js"
 
 const BASE = process.env.SOPHIA_BENCH_POSTGRES_URL ?? "postgres://postgres@127.0.0.1:5432/test"
 const N = Number(process.env.BENCH_SEARCH_N ?? 100_000)
 const SEARCHES = Number(process.env.BENCH_SEARCHES ?? 300)
 
-const pct = (xs: ReadonlyArray<number>, p: number) => {
-  const s = [...xs].sort((a, b) => a - b)
-  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]
-}
 const ms = (x: number) => x.toFixed(2)
 
-// the corpus of bench/search.bench.ts
-let seed = 42
-const random = () => (seed = (seed * 1664525 + 1013904223) >>> 0) / 2 ** 32
-const SYL = ["ka", "lo", "mi", "ren", "tu", "sa", "vor", "el", "qui", "dan", "pe", "zo", "ra", "nik", "bu", "ost"]
-const word = (i: number) => {
-  let w = ""
-  for (let n = i + 17; n > 0; n = Math.floor(n / SYL.length)) w += SYL[n % SYL.length]
-  return w
-}
-const VOCAB = 8000
-const words = Array.from({ length: VOCAB }, (_, i) => word(i))
-const cumulative: Array<number> = []
-{
-  let total = 0
-  for (let i = 0; i < VOCAB; i++) cumulative.push(total += 1 / (i + 1))
-  for (let i = 0; i < VOCAB; i++) cumulative[i] /= total
-}
-const zipf = () => {
-  const r = random()
-  let lo = 0
-  let hi = VOCAB - 1
-  while (lo < hi) {
-    const mid = (lo + hi) >> 1
-    if (cumulative[mid] < r) lo = mid + 1
-    else hi = mid
-  }
-  return words[lo]
-}
-const text = (n: number) => Array.from({ length: n }, zipf).join(" ")
-const queries = Array.from({ length: SEARCHES }, () =>
-  Array.from({ length: 1 + Math.floor(random() * 3) }, () => words[20 + Math.floor(random() * 1980)]).join(" "))
+// the corpus (bench/support/Corpus.ts), the same in every search bench
+const { text, queries: makeQueries } = makeCorpus()
+const queries = makeQueries(SEARCHES)
 
 const admin = async (q: string) => {
   const c = new Pg.Client({ connectionString: BASE })

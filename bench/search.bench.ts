@@ -18,6 +18,7 @@ import { performance } from "node:perf_hooks"
 import type { Caller } from "../src/domain/Auth.js"
 import { Dispatcher } from "../src/mcp/Dispatch.js"
 import { Auth } from "../src/services/Auth.js"
+import { makeCorpus, pct } from "./support/Corpus.js"
 import { SophiaWithRaw, SqliteStore, tempDb } from "./support/Raw.js"
 
 const N = Number(process.env.BENCH_SEARCH_N ?? 100_000)
@@ -28,43 +29,11 @@ const BATCH = 64
 /** `BENCH_DENSE=0`: the BM25 part only (it runs on a tree without dense retrieval, to compare with before) */
 const DENSE = process.env.BENCH_DENSE !== "0"
 
-const pct = (xs: ReadonlyArray<number>, p: number) => {
-  const s = [...xs].sort((a, b) => a - b)
-  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]
-}
 const ms = (x: number) => x.toFixed(2)
 
-// ---------------------------------------------------------------- the corpus (as bench/inbox.bench.ts)
-let seed = 42
-const random = () => (seed = (seed * 1664525 + 1013904223) >>> 0) / 2 ** 32
-const SYL = ["ka", "lo", "mi", "ren", "tu", "sa", "vor", "el", "qui", "dan", "pe", "zo", "ra", "nik", "bu", "ost"]
-const word = (i: number) => {
-  let w = ""
-  for (let n = i + 17; n > 0; n = Math.floor(n / SYL.length)) w += SYL[n % SYL.length]
-  return w
-}
-const VOCAB = 8000
-const words = Array.from({ length: VOCAB }, (_, i) => word(i))
-const cumulative: Array<number> = []
-{
-  let total = 0
-  for (let i = 0; i < VOCAB; i++) cumulative.push(total += 1 / (i + 1))
-  for (let i = 0; i < VOCAB; i++) cumulative[i] /= total
-}
-const zipf = () => {
-  const r = random()
-  let lo = 0
-  let hi = VOCAB - 1
-  while (lo < hi) {
-    const mid = (lo + hi) >> 1
-    if (cumulative[mid] < r) lo = mid + 1
-    else hi = mid
-  }
-  return words[lo]
-}
-const text = (n: number) => Array.from({ length: n }, zipf).join(" ")
-const queries = Array.from({ length: SEARCHES }, () =>
-  Array.from({ length: 1 + Math.floor(random() * 3) }, () => words[20 + Math.floor(random() * 1980)]).join(" "))
+// the corpus (bench/support/Corpus.ts), the same in every search bench
+const { text, queries: makeQueries } = makeCorpus()
+const queries = makeQueries(SEARCHES)
 
 const mint = (name: string) =>
   Effect.gen(function*() {
