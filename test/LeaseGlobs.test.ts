@@ -53,7 +53,9 @@ describe("path: lease conflicts", () => {
       }),
       { numRuns: 3000 }
     )
-    assert.isAbove(witnessed, 1000)
+    // a guard on the generator, not a count to hit: the property is only exercised where two globs cover a
+    // path, which these draws give ~1,000–1,500 times a run (987 seen once in CI: the bound was at the mean)
+    assert.isAbove(witnessed, 500)
   })
 
   it("a glob and a path it covers: covered paths lie in the glob (the guard's question), below a leased folder too", () => {
