@@ -18,50 +18,16 @@ import { SophiaWithRaw, SqliteStore, StoreWithRaw, tempDb } from "./support/Raw.
 import { Dispatcher } from "../src/mcp/Dispatch.js"
 import { Auth } from "../src/services/Auth.js"
 import { Knowledge } from "../src/services/Knowledge.js"
+import { makeCorpus } from "./support/Corpus.js"
 
 const DOCS = Number(process.env.BENCH_DOCS ?? 100_000)
 const BATCH = 500
-const VOCAB = 8_000
 const WORDS_PER_DOC = 60
 const SEARCHES = 400
 const CLAIMS = 300
 
-// a deterministic PRNG, so every run searches the same corpus
-let seed = 42
-const random = () => {
-  seed = (seed * 1664525 + 1013904223) >>> 0
-  return seed / 2 ** 32
-}
-const SYLLABLES = ["ka", "lo", "mi", "ren", "tu", "sa", "vor", "el", "qui", "dan", "pe", "zo", "ra", "nik", "bu", "ost"]
-const word = (i: number) => {
-  let w = ""
-  let n = i + 17
-  while (n > 0) {
-    w += SYLLABLES[n % SYLLABLES.length]
-    n = Math.floor(n / SYLLABLES.length)
-  }
-  return w
-}
-const words = Array.from({ length: VOCAB }, (_, i) => word(i))
-// Zipf(1) over the vocabulary
-const cumulative: Array<number> = []
-{
-  let total = 0
-  for (let i = 0; i < VOCAB; i++) cumulative.push(total += 1 / (i + 1))
-  for (let i = 0; i < VOCAB; i++) cumulative[i] /= total
-}
-const zipfWord = () => {
-  const r = random()
-  let lo = 0
-  let hi = VOCAB - 1
-  while (lo < hi) {
-    const mid = (lo + hi) >> 1
-    if (cumulative[mid] < r) lo = mid + 1
-    else hi = mid
-  }
-  return words[lo]
-}
-const text = (n: number) => Array.from({ length: n }, zipfWord).join(" ")
+// the corpus (bench/support/Corpus.ts): deterministic, so every run searches the same documents
+const { random, words, text, queries: makeQueries } = makeCorpus()
 
 const percentile = (xs: ReadonlyArray<number>, p: number) => {
   const sorted = [...xs].sort((a, b) => a - b)
@@ -114,8 +80,7 @@ const main = async () => {
     const loadS = (performance.now() - loadStart) / 1000
 
     // ---- search: mid-frequency words (ranks 20..2000), 1–3 words per query
-    const queries = Array.from({ length: SEARCHES }, () =>
-      Array.from({ length: 1 + Math.floor(random() * 3) }, () => words[20 + Math.floor(random() * 1980)]).join(" "))
+    const queries = makeQueries(SEARCHES)
     const rawSearch = raw.prepare(
       `SELECT document_id FROM documents_fts WHERE documents_fts MATCH ? AND user_id = ?
        ORDER BY bm25(documents_fts, 0.0, 0.0, 0.0, 3.0, 1.0) LIMIT 10`
@@ -167,7 +132,7 @@ const main = async () => {
       rawClaimTimes.push(performance.now() - t)
       t = performance.now()
       const out = await runtime.runPromise(dispatcher.call(caller, "sophia.submit_claim_graph", {
-        claims: [{ subject: `subject ${i}`, predicate: "mentions", object: words[i % VOCAB], source_ids: sources }]
+        claims: [{ subject: `subject ${i}`, predicate: "mentions", object: words[i % words.length], source_ids: sources }]
       }))
       claimTimes.push(performance.now() - t)
       if (!out.ok) throw new Error(JSON.stringify(out.body))
@@ -178,7 +143,7 @@ const main = async () => {
         ms(percentile(base, 99))
       } | ${(percentile(xs, 50) / percentile(base, 50)).toFixed(1)}× |`
     console.log(
-      `## Knowledge — ${DOCS} documents (~${WORDS_PER_DOC} words, Zipf over ${VOCAB} words); loaded in ${loadS.toFixed(1)} s ` +
+      `## Knowledge — ${DOCS} documents (~${WORDS_PER_DOC} words, Zipf over ${words.length} words); loaded in ${loadS.toFixed(1)} s ` +
         `(one ${BATCH}-document import session through the service in ${importS.toFixed(1)} s, the rest raw; ` +
         `indexed by the first search in ${indexS.toFixed(1)} s)\n`
     )

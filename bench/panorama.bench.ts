@@ -9,18 +9,17 @@
  * Aim (no target given): panorama ≤ 3× orient.
  */
 import { Effect, Layer, ManagedRuntime } from "effect"
-import { randomUUID } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import Pg from "pg"
 import type { Caller } from "../src/domain/Auth.js"
 import { SophiaLive } from "../src/layers/App.js"
 import { StoreChoice } from "../src/layers/Sql.js"
 import { Dispatcher } from "../src/mcp/Dispatch.js"
 import { Auth } from "../src/services/Auth.js"
+import { BENCH_POSTGRES_URL, freshDatabase } from "./support/PgDatabase.js"
 
-const PG_BASE = process.env.SOPHIA_BENCH_POSTGRES_URL ?? "postgres://postgres@127.0.0.1:5432/test"
+const PG_BASE = BENCH_POSTGRES_URL
 const CALLS = Number(process.env.PANORAMA_BENCH_CALLS ?? 600)
 const WARMUP = 60
 
@@ -99,26 +98,8 @@ const measure = (store: string, layer: Layer.Layer<any, any, never>) =>
     return { store, ...times } satisfies Row
   }).pipe(Effect.provide(layer))
 
-const pgDatabase = async () => {
-  const admin = async (q: string) => {
-    const c = new Pg.Client({ connectionString: PG_BASE, connectionTimeoutMillis: 2000 })
-    await c.connect()
-    try {
-      await c.query(q)
-    } finally {
-      await c.end()
-    }
-  }
-  const name = `sophia_bench_${randomUUID().replaceAll("-", "").slice(0, 12)}`
-  try {
-    await admin(`CREATE DATABASE ${name}`)
-  } catch {
-    return undefined
-  }
-  const u = new URL(PG_BASE)
-  u.pathname = `/${name}`
-  return { url: u.toString(), drop: () => admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`) }
-}
+/** A fresh database, or nothing when no Postgres answers (the bench then measures SQLite only). */
+const pgDatabase = () => freshDatabase(PG_BASE).catch(() => undefined)
 
 const run = async (store: string, layer: Layer.Layer<any, any, never>) => {
   const runtime = ManagedRuntime.make(Layer.empty)

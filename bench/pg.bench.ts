@@ -21,8 +21,8 @@ import { Auth } from "../src/services/Auth.js"
 import { Coordination } from "../src/services/Coordination.js"
 import { Events } from "../src/services/Events.js"
 import { Ledger } from "../src/services/Ledger.js"
+import { freshDatabase } from "./support/PgDatabase.js"
 
-const BASE = process.env.SOPHIA_BENCH_POSTGRES_URL ?? "postgres://postgres@127.0.0.1:5432/test"
 const N = Number(process.env.PG_BENCH_OPS ?? 3000)
 const CONCURRENCY = 8
 const POOL = 10
@@ -31,22 +31,6 @@ const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), "..")
 const quantile = (xs: ReadonlyArray<number>, q: number) => {
   const s = [...xs].sort((a, b) => a - b)
   return s[Math.min(s.length - 1, Math.floor(q * s.length))]
-}
-const adminQuery = async (q: string) => {
-  const c = new Pg.Client({ connectionString: BASE })
-  await c.connect()
-  try {
-    await c.query(q)
-  } finally {
-    await c.end()
-  }
-}
-const freshDatabase = async () => {
-  const name = `sophia_bench_${randomUUID().replaceAll("-", "").slice(0, 12)}`
-  await adminQuery(`CREATE DATABASE ${name}`)
-  const u = new URL(BASE)
-  u.pathname = `/${name}`
-  return { url: u.toString(), drop: () => adminQuery(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`) }
 }
 
 /** Run `op(i)` for i < n with `concurrency` in flight; ops/s. */

@@ -7,7 +7,6 @@
  * would cost at least). `sophia.search` runs the kinds concurrently on pooled connections.
  */
 import { Effect, Layer, ManagedRuntime } from "effect"
-import { randomUUID } from "node:crypto"
 import { performance } from "node:perf_hooks"
 import Pg from "pg"
 import type { Caller } from "../src/domain/Auth.js"
@@ -16,8 +15,8 @@ import { StoreChoice } from "../src/layers/Sql.js"
 import { Dispatcher } from "../src/mcp/Dispatch.js"
 import { Auth } from "../src/services/Auth.js"
 import { makeCorpus, pct } from "./support/Corpus.js"
+import { freshDatabase } from "./support/PgDatabase.js"
 
-const BASE = process.env.SOPHIA_BENCH_POSTGRES_URL ?? "postgres://postgres@127.0.0.1:5432/test"
 const N = Number(process.env.BENCH_SEARCH_N ?? 100_000)
 const SEARCHES = Number(process.env.BENCH_SEARCHES ?? 300)
 
@@ -27,22 +26,8 @@ const ms = (x: number) => x.toFixed(2)
 const { text, queries: makeQueries } = makeCorpus()
 const queries = makeQueries(SEARCHES)
 
-const admin = async (q: string) => {
-  const c = new Pg.Client({ connectionString: BASE })
-  await c.connect()
-  try {
-    await c.query(q)
-  } finally {
-    await c.end()
-  }
-}
-
 const main = async () => {
-  const name = `sophia_bench_${randomUUID().replaceAll("-", "").slice(0, 12)}`
-  await admin(`CREATE DATABASE ${name}`)
-  const u = new URL(BASE)
-  u.pathname = `/${name}`
-  const url = u.toString()
+  const { url, drop } = await freshDatabase()
   const raw = new Pg.Client({ connectionString: url })
   const runtime = ManagedRuntime.make(SophiaLive(StoreChoice.postgres(url)).pipe(Layer.orDie))
   try {
@@ -126,7 +111,7 @@ const main = async () => {
   } finally {
     await raw.end().catch(() => undefined)
     await runtime.dispose()
-    await admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+    await drop()
   }
 }
 
