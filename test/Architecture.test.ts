@@ -1,6 +1,6 @@
 import { SqlClient } from "@effect/sql"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Queue } from "effect"
+import { Cause, Effect, type Exit, Layer, Queue } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import type { Caller } from "../src/domain/Auth.js"
@@ -8,10 +8,13 @@ import { DEFAULT_COORDINATION_LIMITS } from "../src/domain/Coordination.js"
 import type { DomainEvent } from "../src/domain/Events.js"
 import { WaitCycle } from "../src/domain/Waits.js"
 import { makeCore, makeServices } from "../src/layers/App.js"
+import { mintPublishes, mintServices } from "../src/cli/Mint.js"
+import { commandOn } from "../src/layers/Commands.js"
 import { CommandServicesOn } from "../src/layers/Services.js"
 import { sqliteClient } from "../src/layers/Sql.js"
 import { runMigrations } from "../src/layers/Migrations.js"
 import { Dispatcher } from "../src/mcp/Dispatch.js"
+import { Auth } from "../src/services/Auth.js"
 import { Coordination } from "../src/services/Coordination.js"
 import { Events } from "../src/services/Events.js"
 import { Leases } from "../src/services/Leases.js"
@@ -231,6 +234,32 @@ describe("domain events", () => {
       const events = yield* Events
       assert.deepStrictEqual(events.wiring(), [...STORE_WIRING])
     }).pipe(Effect.provide(CommandServicesOn({ filename: ":memory:" }).pipe(Layer.orDie))))
+
+  // a command that builds only the services it asks (layers/Commands.ts) wires, for each event its writes
+  // publish, the daemon's subscribers of that event — and publishes no other
+  it.effect("a command on a few services wires the daemon's subscribers of the events it names, and no others", () =>
+    Effect.gen(function*() {
+      const minting = yield* Effect.map(Events, (events) => events.wiring()).pipe(
+        Effect.provide(commandOn({ filename: ":memory:" }, mintServices, mintPublishes).pipe(Layer.orDie))
+      )
+      assert.deepStrictEqual(minting, STORE_WIRING.filter(([event]) => mintPublishes.events.includes(event)))
+      assert.isNotEmpty(minting)
+      const reading = yield* Effect.map(Events, (events) => events.wiring()).pipe(
+        Effect.provide(commandOn({ filename: ":memory:" }, Auth.Default).pipe(Layer.orDie))
+      )
+      assert.deepStrictEqual(reading, [])
+    }))
+
+  it.effect("a write that publishes an event its command's layer did not name dies whole: nothing is written", () =>
+    Effect.gen(function*() {
+      const auth = yield* Auth
+      const exit = yield* Effect.exit(auth.createConnection({ name: "a", profile: "full" }))
+      assert.isTrue(exit._tag === "Failure" && Cause.isDie(exit.cause), "a defect, not a refusal")
+      assert.include(String(Cause.squash((exit as Exit.Failure<unknown, unknown>).cause)), "not ConnectionCreated")
+      // neither the connection (Auth's write) nor its user: the transaction rolled back
+      assert.deepStrictEqual(yield* Effect.all([count("connections"), count("users")]), [0, 0])
+      assert.deepStrictEqual(yield* auth.list(), [])
+    }).pipe(Effect.provide(commandOn({ filename: ":memory:" }, mintServices).pipe(Layer.orDie))))
 
   it.effect("an atomic subscriber's failure inside a post's transaction leaves nothing half-written", () =>
     Effect.gen(function*() {

@@ -37,12 +37,52 @@ const DAEMON = /(^|\/)src\/(mcp\/(?!ClientConfigs\.ts)|sandbox\/|services\/Sandb
 
 describe("the CLI's bundles", () => {
   it("every command module is found, and only the serving one holds the MCP layer, the sandbox or the portal", async () => {
-    assert.includeMembers(modules, ["Owner", "Serve", "PortalLink", "Setup", "SetupCodex", "Hook", "Watch", "Guard", "Notify"])
+    assert.includeMembers(modules, [
+      "Owner",
+      "Connections",
+      "Mint",
+      "LedgerVerify",
+      "ApprovalList",
+      "Backup",
+      "Serve",
+      "PortalLink",
+      "Setup",
+      "SetupCodex",
+      "Hook",
+      "Watch",
+      "Guard",
+      "Notify"
+    ])
     for (const name of modules) {
       const daemon = (await inputsOf(name)).filter((input) => DAEMON.test(input))
       if (name === "Serve") assert.isNotEmpty(daemon, "the check sees the daemon where it is")
       else assert.deepStrictEqual(daemon, [], `${name}'s bundle`)
     }
+  }, 120_000)
+
+  // each owner command holds the services it runs on (layers/Commands.ts) and no other: the services below
+  // are the ones each bundle must not hold
+  const SERVICES = ["Approvals", "Auth", "Coordination", "Daemons", "Leases", "Ledger", "Notifications", "Portal", "Waits"]
+  const ONLY: Record<string, ReadonlyArray<string>> = {
+    Backup: [],
+    Connections: ["Auth", "Portal"],
+    LedgerVerify: ["Auth", "Ledger"],
+    ApprovalList: ["Approvals", "Auth"],
+    Mint: ["Auth", "Coordination"],
+    Setup: ["Auth", "Coordination", "Daemons"],
+    SetupCodex: ["Auth", "Coordination", "Daemons"],
+    PortalLink: ["Auth", "Coordination", "Daemons", "Portal"],
+    Notify: ["Auth", "Daemons", "Leases", "Ledger", "Notifications", "Portal"]
+  }
+  it("an owner command's bundle holds only the services it runs on", async () => {
+    for (const [name, only] of Object.entries(ONLY)) {
+      const inputs = await inputsOf(name)
+      const held = SERVICES.filter((service) => inputs.includes(`src/services/${service}.ts`))
+      assert.deepStrictEqual(held, [...only], `${name}'s bundle`)
+    }
+    // the commands whose writes reach the whole graph hold it all
+    const owner = await inputsOf("Owner")
+    assert.deepStrictEqual(SERVICES.filter((service) => owner.includes(`src/services/${service}.ts`)), SERVICES)
   }, 120_000)
 
   it("the agents' commands (hook, watch, guard) load neither Effect nor the library", async () => {

@@ -12,6 +12,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import type { CheckpointEvent, CheckpointTuning } from "../src/layers/Sql.js"
+import { NEWEST_MIGRATION, runMigrations } from "../src/layers/Migrations.js"
 import { sqliteClient } from "../src/layers/Sql.js"
 import { StoreVersion } from "../src/services/store/Statements.js"
 
@@ -295,6 +296,27 @@ describe("SQLite write transactions (the lean outermost path)", () => {
       // every permit came back: the next transaction runs at once
       yield* sql.withTransaction(sql`INSERT INTO t (body) VALUES ('after')`).pipe(Effect.timeout("2 seconds"))
       assert.deepStrictEqual(yield* bodies(sql), ["kept", "outer", "after"])
+    })))
+
+  // every `sophia` command migrates its store first: one already at the newest migration is told by a read,
+  // so a command starts while a daemon holds the write lock (the migrator's BEGIN IMMEDIATE would wait for it)
+  it.live("a store at the newest migration opens while another process holds the write lock; an older one waits for it", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const file = tempDb()
+      yield* Effect.provide(runMigrations, yield* Layer.build(sqliteClient({ filename: file })))
+      const other = new Sqlite(file, { timeout: 5000 })
+      yield* Effect.addFinalizer(() => Effect.sync(() => other.close()))
+      other.prepare("BEGIN IMMEDIATE").run()
+      other.prepare("INSERT INTO users (id, name, is_owner, created_at) VALUES ('u', 'owner', 1, 'now')").run()
+      const current = yield* open(file, 200)
+      assert.deepStrictEqual(yield* Effect.provideService(runMigrations, SqlClient.SqlClient, current), [])
+      // a store one migration behind goes to the migrator, which needs the lock: refused after the timeout
+      other.prepare("ROLLBACK").run()
+      other.prepare("DELETE FROM sophia_migrations WHERE migration_id = ?").run(NEWEST_MIGRATION)
+      other.prepare("BEGIN IMMEDIATE").run()
+      const behind = yield* Effect.provideService(runMigrations, SqlClient.SqlClient, current).pipe(Effect.flip)
+      assert.strictEqual(behind._tag, "SqlError")
+      other.prepare("ROLLBACK").run()
     })))
 
   it.live("a BEGIN that cannot get the lock from another process in time fails with SqlError and frees the permit", () =>

@@ -7,12 +7,33 @@
  * the way every real notification goes (claim, format, signature, retries). With no daemon serving, it waits in
  * the outbox until one starts; the command says so on stderr.
  */
-import { Console, Effect, Option } from "effect"
+import { Console, Effect, Layer, Option } from "effect"
+import { commandOn } from "../layers/Commands.js"
+import type { StoreChoice } from "../layers/Commands.js"
 import { Auth } from "../services/Auth.js"
 import { Daemons } from "../services/Daemons.js"
+import { Leases } from "../services/Leases.js"
+import { Ledger } from "../services/Ledger.js"
 import { Notifications } from "../services/Notifications.js"
+import { Portal } from "../services/Portal.js"
 import type { Globals } from "./Store.js"
-import { CliFailure, existingStoreOf, printJson, withServices } from "./Store.js"
+import { CliFailure, existingStoreOf, printJson } from "./Store.js"
+
+/**
+ * Notifications and the services it asks (layers/Commands.ts): adding, listing, removing a target and queueing
+ * a test publish no event (the outbox's other rows are written by the subscribers of the events they report).
+ */
+const withServices = <A, E>(store: StoreChoice, effect: Effect.Effect<A, E, Notifications | Auth | Daemons>) =>
+  Effect.provide(
+    effect,
+    commandOn(
+      store,
+      Notifications.Default.pipe(
+        Layer.provideMerge(Layer.mergeAll(Ledger.Default, Leases.Default, Portal.Default, Daemons.Default)),
+        Layer.provideMerge(Auth.Default)
+      )
+    )
+  )
 
 interface UserOption {
   readonly user?: string | undefined

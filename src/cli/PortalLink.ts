@@ -5,13 +5,14 @@
  * answering with the recorded instance id. `--host`/`--port` override; `--logout-all` ends every portal
  * session first.
  */
-import { Console, Effect } from "effect"
-import type { DaemonAddress } from "../services/Daemons.js"
-import { Portal } from "../services/Portal.js"
+import { Console, Effect, Layer } from "effect"
+import { commandOn } from "../layers/Commands.js"
 import { Daemons } from "../services/Daemons.js"
-import { request } from "./Daemon.js"
+import { Portal } from "../services/Portal.js"
+import { liveAddress } from "./LiveDaemon.js"
+import { mintPublishes, mintServices } from "./Mint.js"
 import type { Globals } from "./Store.js"
-import { existingStoreOf, withServices } from "./Store.js"
+import { existingStoreOf } from "./Store.js"
 
 export interface PortalOptions extends Globals {
   readonly host: string | undefined
@@ -20,27 +21,12 @@ export interface PortalOptions extends Globals {
 }
 
 const FALLBACK = { host: "127.0.0.1", port: 7337 }
-const PROBE_MS = 1500
-
-/** Whether the daemon recorded at `address` answers there (and not some other process on that port). */
-const answers = (address: DaemonAddress) =>
-  Effect.tryPromise(async () => {
-    const res = await request(`${address.base_url}/healthz`, { method: "GET", timeoutMs: PROBE_MS })
-    const body = JSON.parse(res.text) as { instance?: unknown }
-    return res.status === 200 && body.instance === address.instance_id
-  }).pipe(Effect.orElseSucceed(() => false))
-
-/** The first recorded daemon that answers, newest first (probed together: a dead one costs one timeout). */
-export const liveAddress = (addresses: ReadonlyArray<DaemonAddress>) =>
-  Effect.map(Effect.forEach(addresses, answers, { concurrency: "unbounded" }), (ok) => addresses.find((_, i) => ok[i]))
-
 const hostForUrl = (host: string) => (host.includes(":") ? `[${host}]` : host === "0.0.0.0" ? "127.0.0.1" : host)
 
 export const portal = (o: PortalOptions) =>
   Effect.gen(function*() {
     const store = yield* existingStoreOf(o)
-    const { base, note, token } = yield* withServices(
-      store,
+    const { base, note, token } = yield* Effect.provide(
       Effect.gen(function*() {
         const service = yield* Portal
         if (o.logoutAll) yield* Console.log(`logged out ${yield* service.logoutAll()} portal session(s)`)
@@ -64,7 +50,11 @@ export const portal = (o: PortalOptions) =>
             note: `no daemon answers for this database now; the link works once \`sophia serve\` listens at ${last.base_url} again (or pass --host/--port)`,
             token: login.token
           }
-      }))
+      }),
+      // Portal and Daemons, and what a mint needs (layers/Commands.ts): the first login link of a user mints the
+      // connection its portal acts as (`ConnectionCreated`); a logout publishes nothing
+      commandOn(store, Layer.merge(Portal.Default, Daemons.Default).pipe(Layer.provideMerge(mintServices)), mintPublishes)
+    )
     if (note !== undefined) process.stderr.write(`sophia: ${note}\n`)
     yield* Console.log(`${base}/portal/login?token=${token}`)
   })

@@ -136,6 +136,8 @@ const program = (chosen: Chosen) => {
   // (each module imported below is one bundle of the built CLI: scripts/build.mjs)
   const owner = <O>(pick: (m: typeof import("./Owner.js")) => (o: O) => Effect.Effect<void, unknown>) =>
     effectful(() => import("./Owner.js"), pick)
+  const connections = <O>(pick: (m: typeof import("./Connections.js")) => (o: O) => Effect.Effect<void, unknown>) =>
+    effectful(() => import("./Connections.js"), pick)
   const serveCmd = effectful(() => import("./Serve.js"), (m) => m.serve, true)
   const stdioCmd = effectful(() => import("./Serve.js"), (m) => m.stdio, true)
   const portalCmd = effectful(() => import("./PortalLink.js"), (m) => m.portal)
@@ -148,7 +150,7 @@ const program = (chosen: Chosen) => {
     .addOption(toolNames())
 
   const connection = group("connection", "mint, list, revoke and rename the connections agents use")
-  leaf(connection, "create", "mint a connection; prints one JSON object with its bearer (shown once)", owner((m) => m.connectionCreate))
+  leaf(connection, "create", "mint a connection; prints one JSON object with its bearer (shown once)", effectful(() => import("./Mint.js"), (m) => m.connectionCreate))
     .addOption(new Option("--name <name>", "the agent's name (unique among live connections)").makeOptionMandatory())
     .addOption(
       new Option("--profile <profile>", "observer reads; assistant also coordinates (writes need approval); full also writes")
@@ -161,19 +163,19 @@ const program = (chosen: Chosen) => {
       new Option("--allow-elicitation", "its own MCP client may approve its plain writes by elicitation (default: the owner decides)")
         .default(false)
     )
-  leaf(connection, "list", "list connections (a table; --json for one JSON array, never their bearers)", owner((m) => m.connectionList))
+  leaf(connection, "list", "list connections (a table; --json for one JSON array, never their bearers)", connections((m) => m.connectionList))
     .addOption(user())
     .addOption(new Option("--json", "one JSON array instead of the table").default(false))
   leaf(connection, "revoke", "revoke a connection; its bearer stops working on the next call", owner((m) => m.connectionRevoke))
     .addOption(user()).argument(...selector)
-  leaf(connection, "rename", "rename a connection (past posts show the new name)", owner((m) => m.connectionRename))
+  leaf(connection, "rename", "rename a connection (past posts show the new name)", connections((m) => m.connectionRename))
     .addOption(user()).argument(...selector).argument("<new-name>", "the new name")
 
   const ledger = group("ledger", "check the hash-chained work ledger")
-  leaf(ledger, "verify", "recompute every ledger hash and state from scratch; JSON report, exit 1 on a break", owner((m) => m.ledgerVerify))
+  leaf(ledger, "verify", "recompute every ledger hash and state from scratch; JSON report, exit 1 on a break", effectful(() => import("./LedgerVerify.js"), (m) => m.ledgerVerify))
 
   const approvals = group("approvals", "the owner's decisions on gated calls")
-  leaf(approvals, "list", "list approvals waiting for the owner, as JSON", owner((m) => m.approvalsList))
+  leaf(approvals, "list", "list approvals waiting for the owner, as JSON", effectful(() => import("./ApprovalList.js"), (m) => m.approvalsList))
     .addOption(new Option("--all", "decided and executed ones too (default: pending only)").default(false))
   const approvalId = ["<approval-id>", "the approval's id (from approvals list)"] as const
   leaf(approvals, "approve", "approve a pending call; the agent's repeated call (with approval_id) then runs once", owner((m) => m.approvalsDecide("approved")))
@@ -188,7 +190,7 @@ const program = (chosen: Chosen) => {
   runtimeCommands({ root, leaf, group, user })
   notifyCommands({ root, leaf, group, user })
 
-  leaf(root, "backup", "an online, consistent copy of the SQLite database (safe while the daemon writes)", owner((m) => m.backup))
+  leaf(root, "backup", "an online, consistent copy of the SQLite database (safe while the daemon writes)", effectful(() => import("./Backup.js"), (m) => m.backup))
     .addOption(new Option("--out <file>", "the new file to write (must not exist)").makeOptionMandatory())
 
   return root

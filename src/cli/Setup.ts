@@ -6,16 +6,18 @@
  * `/hooks/claude-code`; SessionStart as the command `sophia hook claude-code`). Idempotent: every existing entry is kept, Sophia's own are replaced, never
  * doubled; it prints what it changed.
  */
-import { Console, Effect, Option } from "effect"
+import { Console, Effect, Layer, Option } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { binPath, shellQuote } from "../mcp/ClientConfigs.js"
 import { DEFAULT_URL } from "./Daemon.js"
-import { liveAddress } from "./PortalLink.js"
+import { commandOn } from "../layers/Commands.js"
 import { Auth } from "../services/Auth.js"
 import { Daemons } from "../services/Daemons.js"
+import { liveAddress } from "./LiveDaemon.js"
+import { mintPublishes, mintServices } from "./Mint.js"
 import type { Globals } from "./Store.js"
-import { CliFailure, storeOf, withServices } from "./Store.js"
+import { CliFailure, storeOf } from "./Store.js"
 
 export interface SetupOptions extends Globals {
   readonly name: string
@@ -101,8 +103,7 @@ const write = (file: string, before: Json | undefined, after: Json, what: string
 export const connectionFor = (o: SetupOptions, held: string | undefined) =>
   Effect.gen(function*() {
     const store = yield* storeOf(o)
-    const found = yield* withServices(
-      store,
+    const found = yield* Effect.provide(
       Effect.gen(function*() {
         const auth = yield* Auth
         const recorded = yield* (yield* Daemons).addresses()
@@ -114,7 +115,8 @@ export const connectionFor = (o: SetupOptions, held: string | undefined) =>
         }
         const m = yield* auth.createConnection({ name: o.name, profile: o.profile })
         return { bearer: m.bearer, minted: true, url: live }
-      })
+      }),
+      commandOn(store, Layer.merge(mintServices, Daemons.Default), mintPublishes)
     )
     const who = found.minted
       ? `minted connection "${o.name}" (${o.profile})`

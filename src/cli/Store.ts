@@ -1,12 +1,11 @@
 /**
  * What every command shares: the expected failure (`sophia: <message>`, exit 1), the store the global
- * flags name, and the library loaded only by the commands that use it.
+ * flags name, and its JSON output. (What each runs on is its own module's: layers/Commands.ts.)
  */
-import { Config, Console, Effect, Layer, Option, Schema } from "effect"
+import { Config, Console, Effect, Option, Schema } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import type { StoreChoice } from "../layers/Services.js"
-import { CommandServicesOn } from "../layers/Services.js"
+import type { StoreChoice } from "../layers/Commands.js"
 
 /** An expected CLI failure: printed as `sophia: <message>`, exit 1. */
 export class CliFailure extends Schema.TaggedError<CliFailure>()("CliFailure", { message: Schema.String }) {}
@@ -44,13 +43,6 @@ export const existingStoreOf = (g: Globals): Effect.Effect<StoreChoice, CliFailu
     }
     return Effect.succeed(store)
   })
-
-/** The services a command runs on (layers/Services.ts: the graph's keepers and their writing subscribers). */
-export type CommandServices = Layer.Layer.Success<ReturnType<typeof CommandServicesOn>>
-
-/** Run `effect` with the command services over the store (typed refusals and store failures reach the reporter). */
-export const withServices = <A, E>(store: StoreChoice, effect: Effect.Effect<A, E, CommandServices>) =>
-  Effect.provide(effect, CommandServicesOn(store))
 
 /** A command's machine-readable result: one JSON line on stdout. */
 export const printJson = (value: unknown) => Console.log(JSON.stringify(value))

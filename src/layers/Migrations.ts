@@ -54,9 +54,29 @@ export const migrations = {
   "0026_posts_decisions": postsDecisions
 }
 
-export const runMigrations = Migrator.make({})({
+const migrate = Migrator.make({})({
   loader: Migrator.fromRecord(migrations),
   table: "sophia_migrations"
+})
+
+/** The id of the newest migration above. */
+export const NEWEST_MIGRATION = Math.max(...Object.keys(migrations).map((name) => Number.parseInt(name, 10)))
+
+/**
+ * Apply what is missing; returns the migrations applied, as the migrator does. A store already at the newest
+ * one (every start but the first after an upgrade) is told by one read, without the migrator's write
+ * transaction (on SQLite, `BEGIN IMMEDIATE` waits for a daemon's writes) — a `sophia` command's start. A
+ * missing table (a new store) or an older id goes to the migrator, which decides under its lock.
+ */
+export const runMigrations = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const newest = yield* sql<{ readonly newest: number | string | null }>`SELECT MAX(migration_id) AS newest FROM sophia_migrations`.pipe(
+    Effect.map((rows) => Number(rows[0]?.newest ?? 0)),
+    Effect.orElseSucceed(() => 0)
+  )
+  if (newest < NEWEST_MIGRATION) return yield* migrate
+  yield* Effect.logDebug("Migrations current").pipe(Effect.annotateLogs("latest_migration_id", String(newest)))
+  return []
 })
 
 /** The key of the advisory lock migrations run under (any fixed 64-bit number; "sophia" in ASCII). */

@@ -19,6 +19,7 @@ import { Portal } from "../services/Portal.js"
 import { Ledger } from "../services/Ledger.js"
 import { Waits } from "../services/Waits.js"
 import { Wakeups } from "../services/Wakeups.js"
+import { subscribeConnectionCreated } from "./ConnectionWiring.js"
 import type { StoreChoice } from "./Sql.js"
 import { storeLayer } from "./Sql.js"
 
@@ -28,22 +29,16 @@ export { backupSqlite, type StoreChoice } from "./Sql.js"
 /**
  * Who hears what, of the subscribers that write to the store: every one, in the order it runs, with the
  * policy that says what its failure does to the write (see `services/Events.ts`). The daemon's in-memory
- * subscriber (the sandbox's, `layers/App.ts`) runs before these. This is the one place they are wired; no
- * service registers itself.
+ * subscriber (the sandbox's, `layers/App.ts`) runs before these. This is the one place they are wired (the
+ * first, `ConnectionCreated`'s, from layers/ConnectionWiring.ts, which the commands that mint take alone:
+ * layers/Commands.ts); no service registers itself.
  */
 export const subscribeStoreSubscribers = Effect.gen(function*() {
   const events = yield* Events
   const waits = yield* Waits
   const ledger = yield* Ledger
-  const coordination = yield* Coordination
   const notifications = yield* Notifications
-  // a new connection starts where Coordination records it (caught up unless minted with its backlog), or is not minted
-  yield* events.subscribe({
-    on: "ConnectionCreated",
-    name: "Coordination.onConnectionCreated",
-    policy: "atomic",
-    handle: coordination.onConnectionCreated
-  })
+  yield* subscribeConnectionCreated
   // a wait resolves with the post that satisfies it, or not at all: the post rolls back if that fails
   yield* events.subscribe({ on: "PostLanded", name: "Waits.onPostLanded", policy: "atomic", handle: waits.onPostLanded })
   // the ledger's observations are evidence about a write, never a condition of it

@@ -1,6 +1,6 @@
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect, FiberRef, PubSub, type Queue, type Scope } from "effect"
+import { Effect, FiberRef, Layer, PubSub, type Queue, type Scope } from "effect"
 import type { DomainEvent, DomainEventOf, DomainEventTag, RefusalOf } from "../domain/Events.js"
 import { EnvelopeNeutral } from "./store/Statements.js"
 
@@ -37,15 +37,13 @@ export interface Subscription<T extends DomainEventTag> {
 }
 
 /**
- * The domain events service. A service publishes what its write witnessed with `publish`, inside the
- * write's transaction; the subscribers (wired once, where the layers are composed) run right there, in
- * subscription order, under their named policy. Writes that publish run under `transaction`, which is
- * `sql.withTransaction` plus a buffer: once the outermost transaction commits, its events go to the
- * `listen` queues (long polls, the portal's live view, cross-daemon notification) — a listener never
- * hears of a write that rolled back.
+ * The service, publishing any event (`closedTo` undefined), or only the events of `closedTo`: another is a
+ * defect, raised before any subscriber runs, so the write that published it rolls back. A `sophia` command's
+ * process is built for the events its writes publish (layers/Commands.ts); one it did not foresee fails the
+ * command whole instead of skipping subscribers it never wired.
  */
-export class Events extends Effect.Service<Events>()("sophia/Events", {
-  scoped: Effect.gen(function*() {
+const make = (closedTo: ReadonlyArray<DomainEventTag> | undefined) =>
+  Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const subscriptions = new Map<DomainEventTag, Array<Subscription<any>>>()
     const committed = yield* PubSub.unbounded<DomainEvent>()
@@ -68,6 +66,13 @@ export class Events extends Effect.Service<Events>()("sophia/Events", {
 
     const run = (event: DomainEvent): Effect.Effect<void, unknown> =>
       Effect.gen(function*() {
+        if (closedTo !== undefined && !closedTo.includes(event._tag)) {
+          return yield* Effect.die(
+            new Error(
+              `this process publishes only ${closedTo.join(", ") || "no events"}, not ${event._tag}: its subscribers are not wired here, so the write is undone`
+            )
+          )
+        }
         for (const subscription of subscriptions.get(event._tag) ?? []) {
           if (subscription.when === undefined || subscription.when(event)) yield* runSubscriber(subscription, event)
         }
@@ -151,4 +156,17 @@ export class Events extends Effect.Service<Events>()("sophia/Events", {
 
     return { publish, publishOrRefuse, transaction, neutralTransaction, subscribe, wiring, listen, deliver } as const
   })
-}) {}
+
+/**
+ * The domain events service. A service publishes what its write witnessed with `publish`, inside the
+ * write's transaction; the subscribers (wired once, where the layers are composed) run right there, in
+ * subscription order, under their named policy. Writes that publish run under `transaction`, which is
+ * `sql.withTransaction` plus a buffer: once the outermost transaction commits, its events go to the
+ * `listen` queues (long polls, the portal's live view, cross-daemon notification) — a listener never
+ * hears of a write that rolled back.
+ */
+export class Events extends Effect.Service<Events>()("sophia/Events", { scoped: make(undefined) }) {
+  /** The service for a process whose writes publish only `tags` (see `make`). */
+  static readonly closedTo = (tags: ReadonlyArray<DomainEventTag>): Layer.Layer<Events, never, SqlClient.SqlClient> =>
+    Layer.scoped(Events, Effect.map(make(tags), Events.make))
+}

@@ -24,17 +24,18 @@ describe("the CLI's compile cache", () => {
     const home = fs.mkdtempSync(path.join(os.tmpdir(), "sophia-cache-"))
     const db = tempDb()
     assert.strictEqual(sophia(["connection", "create", "--name", "a", "--profile", "full", "--db", db], { XDG_CACHE_HOME: home }).status, 0)
-    // the parser's bundle and the owner commands' bundle, nothing else
-    assert.sameMembers(cacheFiles(home), [hashOf("sophia.cjs"), hashOf("Owner.cjs")])
+    // the parser's bundle and the bundle of the command (cli/Mint.ts), nothing else
+    assert.sameMembers(cacheFiles(home), [hashOf("sophia.cjs"), hashOf("Mint.cjs")])
     const first = sophia(["connection", "list", "--json", "--db", db], { XDG_CACHE_HOME: home })
     const again = sophia(["connection", "list", "--json", "--db", db], { XDG_CACHE_HOME: home })
     const uncached = sophia(["connection", "list", "--json", "--db", db], { SOPHIA_COMPILE_CACHE: "0", XDG_CACHE_HOME: home })
     assert.strictEqual(first.status, 0, first.stderr)
     assert.deepStrictEqual([again.stdout, uncached.stdout], [first.stdout, first.stdout])
     assert.strictEqual(JSON.parse(first.stdout)[0].name, "a")
-    // `hook` loads its own small bundle only
+    // `connection list` its own (cli/Connections.ts); `hook` its own small bundle only
+    assert.sameMembers(cacheFiles(home), [hashOf("sophia.cjs"), hashOf("Mint.cjs"), hashOf("Connections.cjs")])
     sophia(["hook", "claude-code", "--url", "http://127.0.0.1:9"], { XDG_CACHE_HOME: home, SOPHIA_BEARER: "x" })
-    assert.sameMembers(cacheFiles(home), [hashOf("sophia.cjs"), hashOf("Owner.cjs"), hashOf("Hook.cjs")])
+    assert.sameMembers(cacheFiles(home), [hashOf("sophia.cjs"), hashOf("Mint.cjs"), hashOf("Connections.cjs"), hashOf("Hook.cjs")])
   })
 
   it("a cache V8 rejects, an unwritable cache folder or SOPHIA_COMPILE_CACHE=0 only cost time", () => {

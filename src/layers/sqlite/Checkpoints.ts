@@ -1,5 +1,12 @@
 import { Effect } from "effect"
-import { Worker } from "node:worker_threads"
+import { createRequire } from "node:module"
+import type { Worker } from "node:worker_threads"
+
+/**
+ * `node:worker_threads`, loaded when the first checkpoint starts the worker: a short `sophia` command, which
+ * never starts it, does not pay the module's load (~3 ms of its start).
+ */
+const workerThreads = () => createRequire(import.meta.url)("node:worker_threads") as typeof import("node:worker_threads")
 
 /**
  * The checkpoint worker's script: beside this module in src/ and dist/, and beside the bundled CLI's chunks
@@ -105,7 +112,7 @@ export const checkpointsOffLoop = (
 
   const start = () => {
     try {
-      worker = new Worker(tuning.worker ?? CHECKPOINTER, { workerData: { filename, timeout } })
+      worker = new (workerThreads().Worker)(tuning.worker ?? CHECKPOINTER, { workerData: { filename, timeout } })
     } catch (error) {
       return fallBack(`the checkpoint worker cannot start: ${String(error)}`)
     }

@@ -1,0 +1,39 @@
+/**
+ * What a `sophia` command runs on: the services it asks, over the store it names, and no others — a command
+ * builds (and its bundle holds, cli/*.ts: one bundle each) a few services rather than the graph's every one.
+ *
+ * Never less than its writes need: a command's layer names the events its writes publish, with the wiring
+ * of their subscribers taken from where the daemon's is declared (layers/Services.ts, layers/ConnectionWiring.ts),
+ * and `Events` is closed to those events: one the layer did not name is a defect that rolls its write back
+ * (services/Events.ts), never a write with a subscriber skipped. The commands whose writes reach the whole
+ * graph (`connection revoke`, `approvals approve|deny`) run on `CommandServicesOn` (layers/Services.ts), every
+ * subscriber wired.
+ */
+import type { SqlClient } from "@effect/sql"
+import type { Effect } from "effect"
+import { Layer } from "effect"
+import type { DomainEventTag } from "../domain/Events.js"
+import { Events } from "../services/Events.js"
+import { Wakeups } from "../services/Wakeups.js"
+import type { StoreChoice, StoreUnavailable } from "./Sql.js"
+import { storeLayer } from "./Sql.js"
+
+/** What the commands use of the store besides the services: its choice, and the SQLite backup. */
+export { backupSqlite, type StoreChoice } from "./Sql.js"
+
+/** The events a command's writes publish, and the wiring of their subscribers (the daemon's own). */
+export interface Publishes<R> {
+  readonly events: ReadonlyArray<DomainEventTag>
+  readonly wire: Effect.Effect<void, never, R | Events>
+}
+
+/** `services` (each provided the ones it asks, `Events` and `Wakeups` at the bottom) over the store. */
+export const commandOn = <ROut, E>(
+  store: StoreChoice,
+  services: Layer.Layer<ROut, E, Events | Wakeups | SqlClient.SqlClient>,
+  publishes?: Publishes<NoInfer<ROut>>
+): Layer.Layer<ROut | Events | Wakeups | SqlClient.SqlClient, E | StoreUnavailable> => {
+  const built = services.pipe(Layer.provideMerge(Layer.merge(Events.closedTo(publishes?.events ?? []), Wakeups.Default)))
+  const wired = publishes === undefined ? built : Layer.effectDiscard(publishes.wire).pipe(Layer.provideMerge(built))
+  return wired.pipe(Layer.provideMerge(storeLayer(store)))
+}
