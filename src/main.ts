@@ -3,7 +3,6 @@
  * and run — an Effect program through its module's cli/RunEffect.ts (the logger its global flags chose), or a plain
  * one (`hook`, `watch`: no Effect loaded at all). A failure is one `sophia: …` line on stderr, exit 1.
  */
-import { setFlagsFromString } from "node:v8"
 import { parseCommandLine } from "./cli/Program.js"
 
 const fail = (message: string) => {
@@ -12,10 +11,6 @@ const fail = (message: string) => {
 }
 
 const parsed = parseCommandLine(process.argv)
-
-// a command that answers and exits is over before the optimizing compiler pays for itself: it would only
-// compete for the processor (measured: ~12% of `connection list`'s CPU time); a serving one keeps it
-if (parsed._tag === "Run" && !parsed.handler.serves) setFlagsFromString("--no-opt")
 
 if (parsed._tag === "Refused") fail(parsed.message)
 else if (parsed._tag === "Run") {

@@ -26,23 +26,19 @@ export type Handler<O = any> =
   | {
     readonly _tag: "Effect"
     readonly load: () => Promise<{ readonly runEffect: RunEffect; readonly run: (o: O) => Effect.Effect<void, unknown> }>
-    readonly serves: boolean
   }
-  | { readonly _tag: "Plain"; readonly load: () => Promise<(o: O) => Promise<void>>; readonly serves: false }
+  | { readonly _tag: "Plain"; readonly load: () => Promise<(o: O) => Promise<void>> }
 type RunEffect = typeof import("./RunEffect.js").runEffect
 
 /** An Effect command: `pick` chooses the program from the module `load` imports (which re-exports `runEffect`). */
 export const effectful = <M extends { readonly runEffect: RunEffect }, O>(
   load: () => Promise<M>,
-  pick: (m: M) => (o: O) => Effect.Effect<void, unknown>,
-  /** it serves until stopped (`serve`, `stdio`): the optimizing compiler stays on for it (src/main.ts) */
-  serves = false
+  pick: (m: M) => (o: O) => Effect.Effect<void, unknown>
 ): Handler<O> => ({
   _tag: "Effect",
-  load: () => load().then((m) => ({ runEffect: m.runEffect, run: pick(m) })),
-  serves
+  load: () => load().then((m) => ({ runEffect: m.runEffect, run: pick(m) }))
 })
-export const plain = <O>(load: () => Promise<(o: O) => Promise<void>>): Handler<O> => ({ _tag: "Plain", load, serves: false })
+export const plain = <O>(load: () => Promise<(o: O) => Promise<void>>): Handler<O> => ({ _tag: "Plain", load })
 
 /** What the command line asks for: run a handler, or it was answered (help, version), or it is wrong. */
 export type Parsed =
@@ -138,8 +134,8 @@ const program = (chosen: Chosen) => {
     effectful(() => import("./Owner.js"), pick)
   const connections = <O>(pick: (m: typeof import("./Connections.js")) => (o: O) => Effect.Effect<void, unknown>) =>
     effectful(() => import("./Connections.js"), pick)
-  const serveCmd = effectful(() => import("./Serve.js"), (m) => m.serve, true)
-  const stdioCmd = effectful(() => import("./Serve.js"), (m) => m.stdio, true)
+  const serveCmd = effectful(() => import("./Serve.js"), (m) => m.serve)
+  const stdioCmd = effectful(() => import("./Serve.js"), (m) => m.stdio)
   const portalCmd = effectful(() => import("./PortalLink.js"), (m) => m.portal)
 
   leaf(root, "serve", "run the daemon: Streamable HTTP MCP at /mcp, REST at /api/tools/<tool>, /healthz, /metrics", serveCmd)
