@@ -3,8 +3,7 @@
  * starts caught up where Coordination records it), wired for `ConnectionCreated` alone (layers/Commands.ts).
  */
 import { Effect, Layer } from "effect"
-import { type Publishes } from "../layers/Commands.js"
-import { commandOn } from "../layers/Commands.js"
+import { commandOn, type Publishes } from "../layers/Commands.js"
 import { CONNECTION_CREATED, subscribeConnectionCreated } from "../layers/ConnectionWiring.js"
 import { Auth } from "../services/Auth.js"
 import { Coordination } from "../services/Coordination.js"
