@@ -23,8 +23,8 @@ import { subscribeConnectionCreated } from "./ConnectionWiring.js"
 import type { StoreChoice } from "./Sql.js"
 import { storeLayer } from "./Sql.js"
 
-/** What the commands use of the store besides the services: its choice, and the SQLite backup. */
-export { backupSqlite, type StoreChoice } from "./Sql.js"
+/** The store's choice, for the commands that run on the whole graph (cli/Owner.ts). */
+export type { StoreChoice } from "./Sql.js"
 
 /**
  * Who hears what, of the subscribers that write to the store: every one, in the order it runs, with the
