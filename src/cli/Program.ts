@@ -137,6 +137,10 @@ const program = (chosen: Chosen) => {
   const serveCmd = effectful(() => import("./Serve.js"), (m) => m.serve)
   const stdioCmd = effectful(() => import("./Serve.js"), (m) => m.stdio)
   const portalCmd = effectful(() => import("./PortalLink.js"), (m) => m.portal)
+  const createCmd = effectful(() => import("./Mint.js"), (m) => m.connectionCreate)
+  const verifyCmd = effectful(() => import("./LedgerVerify.js"), (m) => m.ledgerVerify)
+  const approvalListCmd = effectful(() => import("./ApprovalList.js"), (m) => m.approvalsList)
+  const backupCmd = effectful(() => import("./Backup.js"), (m) => m.backup)
 
   leaf(root, "serve", "run the daemon: Streamable HTTP MCP at /mcp, REST at /api/tools/<tool>, /healthz, /metrics", serveCmd)
     .addOption(new Option("--host <host>", "interface to listen on").default("127.0.0.1"))
@@ -146,7 +150,7 @@ const program = (chosen: Chosen) => {
     .addOption(toolNames())
 
   const connection = group("connection", "mint, list, revoke and rename the connections agents use")
-  leaf(connection, "create", "mint a connection; prints one JSON object with its bearer (shown once)", effectful(() => import("./Mint.js"), (m) => m.connectionCreate))
+  leaf(connection, "create", "mint a connection; prints one JSON object with its bearer (shown once)", createCmd)
     .addOption(new Option("--name <name>", "the agent's name (unique among live connections)").makeOptionMandatory())
     .addOption(
       new Option("--profile <profile>", "observer reads; assistant also coordinates (writes need approval); full also writes")
@@ -168,10 +172,10 @@ const program = (chosen: Chosen) => {
     .addOption(user()).argument(...selector).argument("<new-name>", "the new name")
 
   const ledger = group("ledger", "check the hash-chained work ledger")
-  leaf(ledger, "verify", "recompute every ledger hash and state from scratch; JSON report, exit 1 on a break", effectful(() => import("./LedgerVerify.js"), (m) => m.ledgerVerify))
+  leaf(ledger, "verify", "recompute every ledger hash and state from scratch; JSON report, exit 1 on a break", verifyCmd)
 
   const approvals = group("approvals", "the owner's decisions on gated calls")
-  leaf(approvals, "list", "list approvals waiting for the owner, as JSON", effectful(() => import("./ApprovalList.js"), (m) => m.approvalsList))
+  leaf(approvals, "list", "list approvals waiting for the owner, as JSON", approvalListCmd)
     .addOption(new Option("--all", "decided and executed ones too (default: pending only)").default(false))
   const approvalId = ["<approval-id>", "the approval's id (from approvals list)"] as const
   leaf(approvals, "approve", "approve a pending call; the agent's repeated call (with approval_id) then runs once", owner((m) => m.approvalsDecide("approved")))
@@ -186,7 +190,7 @@ const program = (chosen: Chosen) => {
   runtimeCommands({ root, leaf, group, user })
   notifyCommands({ root, leaf, group, user })
 
-  leaf(root, "backup", "an online, consistent copy of the SQLite database (safe while the daemon writes)", effectful(() => import("./Backup.js"), (m) => m.backup))
+  leaf(root, "backup", "an online, consistent copy of the SQLite database (safe while the daemon writes)", backupCmd)
     .addOption(new Option("--out <file>", "the new file to write (must not exist)").makeOptionMandatory())
 
   return root
