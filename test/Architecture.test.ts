@@ -9,7 +9,9 @@ import type { DomainEvent } from "../src/domain/Events.js"
 import { WaitCycle } from "../src/domain/Waits.js"
 import { makeCore, makeServices } from "../src/layers/App.js"
 import { mintPublishes, mintServices } from "../src/cli/Mint.js"
+import { revocationServices } from "../src/cli/Revoke.js"
 import { commandOn } from "../src/layers/Commands.js"
+import { everySubscriber } from "../src/layers/Wiring.js"
 import { CommandServicesOn } from "../src/layers/Services.js"
 import { sqliteClient } from "../src/layers/Sql.js"
 import { runMigrations } from "../src/layers/Migrations.js"
@@ -248,6 +250,11 @@ describe("domain events", () => {
         Effect.provide(commandOn({ filename: ":memory:" }, Auth.Default).pipe(Layer.orDie))
       )
       assert.deepStrictEqual(reading, [])
+      // a revocation's layer: every subscriber that writes, as the daemon's
+      const revoking = yield* Effect.map(Events, (events) => events.wiring()).pipe(
+        Effect.provide(commandOn({ filename: ":memory:" }, revocationServices, everySubscriber).pipe(Layer.orDie))
+      )
+      assert.deepStrictEqual(revoking, [...STORE_WIRING])
     }))
 
   it.effect("a write that publishes an event its command's layer did not name dies whole: nothing is written", () =>

@@ -39,6 +39,7 @@ describe("the CLI's bundles", () => {
   it("every command module is found, and only the serving one holds the MCP layer, the sandbox or the portal", async () => {
     assert.includeMembers(modules, [
       "Owner",
+      "Revoke",
       "Connections",
       "Mint",
       "LedgerVerify",
@@ -72,7 +73,9 @@ describe("the CLI's bundles", () => {
     Setup: ["Auth", "Coordination", "Daemons"],
     SetupCodex: ["Auth", "Coordination", "Daemons"],
     PortalLink: ["Auth", "Coordination", "Daemons", "Portal"],
-    Notify: ["Auth", "Daemons", "Leases", "Ledger", "Notifications", "Portal"]
+    Notify: ["Auth", "Daemons", "Leases", "Ledger", "Notifications", "Portal"],
+    // every subscriber that writes, and what they ask: not Approvals
+    Revoke: SERVICES.filter((service) => service !== "Approvals")
   }
   it("an owner command's bundle holds only the services it runs on", async () => {
     for (const [name, only] of Object.entries(ONLY)) {
@@ -80,7 +83,7 @@ describe("the CLI's bundles", () => {
       const held = SERVICES.filter((service) => inputs.includes(`src/services/${service}.ts`))
       assert.deepStrictEqual(held, [...only], `${name}'s bundle`)
     }
-    // the commands whose writes reach the whole graph hold it all
+    // approve and deny, on the whole graph, hold it all
     const owner = await inputsOf("Owner")
     assert.deepStrictEqual(SERVICES.filter((service) => owner.includes(`src/services/${service}.ts`)), SERVICES)
   }, 120_000)

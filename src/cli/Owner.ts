@@ -1,24 +1,17 @@
 /**
- * The owner's commands whose writes reach the whole graph: `connection revoke` (the connection's waits end, its
- * claims are observed, the owner is notified) and `approvals approve|deny`. They run on every service that keeps
- * the graph and every subscriber that writes (layers/Services.ts), as a daemon's write would. Each prints its
- * result as one JSON line.
+ * `approvals approve|deny`: on every service that keeps the graph and every subscriber that writes
+ * (layers/Services.ts), as a daemon's decision would. Each prints its result as one JSON line.
  */
 import { Effect } from "effect"
 import type { StoreChoice } from "../layers/Services.js"
 import { CommandServicesOn } from "../layers/Services.js"
 import { Approvals } from "../services/Approvals.js"
-import { Auth } from "../services/Auth.js"
 import type { Globals } from "./Store.js"
 import { existingStoreOf, printJson } from "./Store.js"
 
 /** Run `effect` on the whole graph over the store (typed refusals and store failures reach the reporter). */
-const withServices = <A, E>(store: StoreChoice, effect: Effect.Effect<A, E, Auth | Approvals>) =>
+const withServices = <A, E>(store: StoreChoice, effect: Effect.Effect<A, E, Approvals>) =>
   Effect.provide(effect, CommandServicesOn(store))
-
-export const connectionRevoke = (o: Globals & { readonly user: string | undefined; readonly selector: string }) =>
-  Effect.flatMap(existingStoreOf(o), (store) =>
-    withServices(store, Effect.flatMap(Auth, (auth) => auth.revoke(o.selector, o.user))).pipe(Effect.flatMap(printJson)))
 
 export const approvalsDecide = (decision: "approved" | "denied") => (o: Globals & { readonly approvalId: string }) =>
   Effect.flatMap(existingStoreOf(o), (store) =>

@@ -38,7 +38,8 @@ import { ForeignWrites } from "../services/wakeups/Foreign.js"
 import { MetricsScrapeLive, RequestLogOn } from "../observability/Metrics.js"
 import type { StoreChoice } from "./Sql.js"
 import { storeLayer, TestStore } from "./Sql.js"
-import { storeServices, subscribeStoreSubscribers } from "./Services.js"
+import { storeServices } from "./Services.js"
+import { subscribeStoreSubscribers } from "./Wiring.js"
 
 /** The store layers embedders choose from (the seam: everything above needs only `SqlClient`). */
 export { backupSqlite, describeStore, SqliteLive, StoreChoice, storeLayer, StoreUnavailable } from "./Sql.js"

@@ -21,9 +21,12 @@ import { storeLayer } from "./Sql.js"
 /** What the commands use of the store besides the services: its choice, and the SQLite backup. */
 export { backupSqlite, type StoreChoice } from "./Sql.js"
 
-/** The events a command's writes publish, and the wiring of their subscribers (the daemon's own). */
+/**
+ * The events a command's writes publish, and the wiring of their subscribers (the daemon's own); `every` when
+ * the wiring is every subscriber that writes (`everySubscriber`, layers/Wiring.ts): then any event may be published.
+ */
 export interface Publishes<R> {
-  readonly events: ReadonlyArray<DomainEventTag>
+  readonly events: ReadonlyArray<DomainEventTag> | "every"
   readonly wire: Effect.Effect<void, never, R | Events>
 }
 
@@ -33,7 +36,8 @@ export const commandOn = <ROut, E>(
   services: Layer.Layer<ROut, E, Events | Wakeups | SqlClient.SqlClient>,
   publishes?: Publishes<NoInfer<ROut>>
 ): Layer.Layer<ROut | Events | Wakeups | SqlClient.SqlClient, E | StoreUnavailable> => {
-  const built = services.pipe(Layer.provideMerge(Layer.merge(Events.closedTo(publishes?.events ?? []), Wakeups.Default)))
+  const events = publishes?.events === "every" ? Events.Default : Events.closedTo(publishes?.events ?? [])
+  const built = services.pipe(Layer.provideMerge(Layer.merge(events, Wakeups.Default)))
   const wired = publishes === undefined ? built : Layer.effectDiscard(publishes.wire).pipe(Layer.provideMerge(built))
   return wired.pipe(Layer.provideMerge(storeLayer(store)))
 }
