@@ -186,6 +186,24 @@ describe("defect 2: deeply nested wrong-typed arguments gave internal_error", ()
   })
 })
 
+describe("defect 5: a discriminant the decoder could not read gave internal_error (found by the schema fuzz)", () => {
+  // Effect's union decoding calls String() on the discriminant: a JSON object whose own `toString` is no function throws
+  it.effect("declare_wait with predicate.type {\"toString\": 1}: validation_error over the dispatcher and REST; no wait recorded", () =>
+    Effect.gen(function*() {
+      const dispatcher = yield* Dispatcher
+      const sql = yield* SqlClient.SqlClient
+      const { bearer, caller } = yield* connect("waiter", "full")
+      const args = { on: "someone", predicate: { type: { toString: 1, valueOf: [] }, channel: "c", seq: 1 }, reason: "x" }
+      const outcome = yield* dispatcher.call(caller, "sophia.declare_wait", args)
+      assert.isFalse(outcome.ok)
+      if (!outcome.ok) assert.strictEqual(outcome.body.error.code, "validation_error", outcome.body.error.message)
+      const r = yield* rest("sophia.declare_wait", bearer, JSON.stringify(args))
+      assert.strictEqual(r.status, 400)
+      assert.strictEqual(r.body.error.code, "validation_error")
+      assert.strictEqual(Number((yield* sql<{ n: number }>`SELECT COUNT(*) AS n FROM waits`)[0]!.n), 0)
+    }).pipe(Effect.provide(App)))
+})
+
 describe("defect 3: lone surrogates passed validation and broke hashing", () => {
   it.effect("ledger title, resolution, review uri and any argument of a gated call: validation_error naming the path", () =>
     Effect.gen(function*() {

@@ -182,8 +182,17 @@ export class Dispatcher extends Effect.Service<Dispatcher>()("sophia/Dispatcher"
         // otherwise be ignored: a wrong answer that looks right)
         const unknown = unknownArguments(tool, args)
         if (unknown) return yield* unknown
-        const input = yield* decoderOf(tool)(args ?? {}).pipe(
-          Effect.mapError((e) => new ValidationError({ detail: formatParseError(e) }))
+        const input = yield* Effect.suspend(() => decoderOf(tool)(args ?? {})).pipe(
+          Effect.mapError((e) => new ValidationError({ detail: formatParseError(e) })),
+          // a value the decoder cannot even look at is refused like any unreadable argument: Effect's lookup of a
+          // union's variant calls String() on the discriminant, which throws (as the decoder is called: hence
+          // `suspend`) for a JSON object whose own `toString` is not a function ({"type": {"toString": 1}})
+          Effect.catchAllDefect((defect) =>
+            Effect.zipRight(
+              Effect.logDebug("tool arguments the decoder could not read", defect),
+              new ValidationError({ detail: `the arguments could not be read (${defect instanceof Error ? defect.message : "unreadable value"})` })
+            )
+          )
         )
         // the shared projection: unknown fields are refused before the service runs (nothing is marked read)
         const projection = tool.projection
