@@ -14,6 +14,7 @@
  * `--if-stale` skips the build when dist/ is newer than src/, package.json and this script.
  */
 import { spawnSync } from "node:child_process"
+import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { build } from "esbuild"
@@ -93,15 +94,47 @@ const commandsExternal = {
 // Rewritten to `import * as Effect from "effect/Effect"` — the very same module — esbuild keeps only the
 // members the code uses: Effect's share of a command's bundle drops from ~490 KB to ~290 KB (measured on
 // `connection list`: ~12% of its start). Type-only names are dropped; the library's own dist/ is untouched.
-const effectDeepImports = {
-  name: "effect-deep-imports",
+const effectDeepImports = (text) =>
+  text.replace(/^import \{([^}]*)\} from "effect"$/gm, (_, names) =>
+    names.split(",").map((n) => n.trim()).filter((n) => n !== "" && !n.startsWith("type "))
+      .map((n) => `import * as ${n} from "effect/${n}"`).join("\n"))
+// esbuild escapes non-ASCII characters in strings but keeps a template literal's text as written: one `…` in
+// a SQL template made a whole bundle a two-byte string for V8 (read and compiled ~3 ms slower on `connection
+// revoke`). Every non-ASCII character of a source is written as its \u escape instead — the same value in a
+// string, a template or a regular expression (src/ has no String.raw template, whose raw text would differ;
+// the build checks every bundle is ASCII, below).
+const asciiOnly = (text) =>
+  text.replace(/[^\x00-\x7f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`)
+const sourceForBundle = {
+  name: "source-for-bundle",
   setup(b) {
     b.onLoad({ filter: /[\\/]src[\\/].*\.ts$/ }, (args) => ({
       loader: "ts",
-      contents: fs.readFileSync(args.path, "utf8").replace(/^import \{([^}]*)\} from "effect"$/gm, (_, names) =>
-        names.split(",").map((n) => n.trim()).filter((n) => n !== "" && !n.startsWith("type "))
-          .map((n) => `import * as ${n} from "effect/${n}"`).join("\n"))
+      contents: asciiOnly(effectDeepImports(fs.readFileSync(args.path, "utf8")))
     }))
+  }
+}
+// Loading node:crypto costs ~6 ms of a start (it loads the streams too), and most commands never call it:
+// src/'s imports of it are given a module of the same functions, each loading node:crypto when first
+// called. Functions only (a constructor — capitalised — or a constant would not survive the wrapping): an
+// import of another name is a build error (esbuild: no matching export).
+const lazyCrypto = async () => {
+  const crypto = await import("node:crypto")
+  const names = Object.keys(crypto).filter((k) => /^[a-z]/.test(k) && typeof crypto[k] === "function")
+  return {
+    name: "lazy-node-crypto",
+    setup(b) {
+      b.onResolve({ filter: /^(node:)?crypto$/ }, (args) =>
+        args.importer.startsWith(src + path.sep) ? { path: "node:crypto", namespace: "lazy-node-crypto" } : undefined)
+      b.onLoad({ filter: /.*/, namespace: "lazy-node-crypto" }, () => ({
+        loader: "js",
+        contents: [
+          "let crypto",
+          "const load = () => crypto ??= require(\"node:crypto\")",
+          ...names.map((n) => `export const ${n} = (...args) => load().${n}(...args)`)
+        ].join("\n")
+      }))
+    }
   }
 }
 // commander requires node:child_process when it loads, for the executable subcommands (`git-style`) this CLI
@@ -131,7 +164,7 @@ await build({
   platform: "node",
   target: "node20",
   external,
-  plugins: [commandsExternal, effectDeepImports, commanderLazySpawn],
+  plugins: [commandsExternal, sourceForBundle, commanderLazySpawn, await lazyCrypto()],
   // a dynamic import() inside a bundle becomes require(): the code cache's vm.Script has no import() hook
   supported: { "dynamic-import": false },
   // the modules that find files beside themselves (worker scripts, build-info.json) by import.meta.url
@@ -140,6 +173,20 @@ await build({
   legalComments: "none",
   logLevel: "warning"
 })
+// every bundle ASCII (see `asciiOnly`), and its hash and length recorded for the compile cache's key
+// (dist/cli/compile-cache.cjs would otherwise hash a megabyte on every start, and load node:crypto to do it)
+const bundles = {}
+for (const name of fs.readdirSync(path.join(next, "cli")).filter((f) => f.endsWith(".cjs")).sort()) {
+  const text = fs.readFileSync(path.join(next, "cli", name), "utf8")
+  const wide = /[^\x00-\x7f]/.exec(text)
+  if (wide !== null) {
+    fs.rmSync(next, { recursive: true, force: true })
+    console.error(`sophia build: dist/cli/${name} is not ASCII (${JSON.stringify(text.slice(Math.max(0, wide.index - 40), wide.index + 10))})`)
+    process.exit(1)
+  }
+  bundles[name] = { sha1: createHash("sha1").update(text).digest("hex"), length: text.length }
+}
+fs.writeFileSync(path.join(next, "cli", "bundles.json"), JSON.stringify(bundles, null, 2) + "\n")
 fs.copyFileSync(path.join(src, "cli", "CompileCache.cjs"), path.join(next, "cli", "compile-cache.cjs"))
 
 // the worker scripts beside the CLI's chunks: bundled, a module's `new URL("./name.mjs", import.meta.url)`

@@ -130,7 +130,7 @@ export const layer = (config: HttpConfig): Layer.Layer<HttpServer, ListenError, 
           return res.end("Not Found")
         }
         // the instance id tells `sophia portal` this is the daemon recorded for its database
-        if (url.pathname === "/healthz") return sendJson(res, 200, { ok: true, instance: daemons.instanceId })
+        if (url.pathname === "/healthz") return sendJson(res, 200, { ok: true, instance: daemons.instanceId() })
         if (url.pathname === "/metrics" && req.method === "GET") {
           // no bearer: the Host check above keeps it to the bound interface
           const text = await runPromise(metrics.render([

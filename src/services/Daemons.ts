@@ -35,15 +35,19 @@ export class Daemons extends Effect.Service<Daemons>()("sophia/Daemons", {
     const rows = named("Daemons.list", () =>
       sql`SELECT instance_id, base_url, pid, started_at FROM daemon_addresses ORDER BY started_at DESC, instance_id`)
 
-    /** This process's instance id: the one `/healthz` answers with (fixed for the life of the process). */
-    const instanceId = randomUUID()
+    /**
+     * This process's instance id: the one `/healthz` answers with (fixed for the life of the process). Made
+     * when first asked: a command that never records or delivers spares loading node:crypto.
+     */
+    let id: string | undefined
+    const instanceId = (): string => id ??= randomUUID()
 
     /** Record where this daemon listens, for as long as the scope lives (a clean stop removes the row). */
     const record = spanned("Daemons.record", (baseUrl: string) =>
       Effect.acquireRelease(
         Effect.flatMap(Clock.currentTimeMillis, (ms) =>
-          insert({ id: instanceId, url: baseUrl, pid: process.pid, at: new Date(ms).toISOString() })).pipe(Effect.orDie, Effect.asVoid),
-        () => Effect.ignore(remove({ id: instanceId }))
+          insert({ id: instanceId(), url: baseUrl, pid: process.pid, at: new Date(ms).toISOString() })).pipe(Effect.orDie, Effect.asVoid),
+        () => Effect.ignore(remove({ id: instanceId() }))
       ))
 
     /** Every recorded daemon, newest first (some may be dead: ask each its `/healthz`). */

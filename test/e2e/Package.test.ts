@@ -46,6 +46,7 @@ describe("the npm package", { timeout: 240_000 }, () => {
     assert.include(files, "dist/index.js")
     assert.include(files, "dist/index.d.ts")
     assert.include(files, "dist/cli/sophia.cjs")
+    assert.include(files, "dist/cli/bundles.json", "the compile cache's record of the bundles ships beside them")
     assert.include(files, "dist/sandbox/child.mjs", "the sandbox child ships where Sandbox.js looks for it")
     assert.include(files, "LICENSE")
     assert.include(files, "README.md")
@@ -79,14 +80,24 @@ describe("the npm package", { timeout: 240_000 }, () => {
     const installedPkg = path.join(app, "node_modules", PKG.name)
     const bin = path.join(installedPkg, "bin/sophia.js")
 
-    // 3. the bin with plain node, from the app's folder
-    const version = await sh(process.execPath, [path.join(app, "node_modules/.bin/sophia"), "--version"], app)
+    // 3. the bin with plain node, from the app's folder; each bundle it loads leaves its code cache
+    // (src/cli/CompileCache.cjs), keyed by the build's record of the installed bytes
+    const cacheHome = path.join(work, "cache")
+    const version = await sh(process.execPath, [path.join(app, "node_modules/.bin/sophia"), "--version"], app, { XDG_CACHE_HOME: cacheHome })
     assert.strictEqual(version.status, 0, version.stderr)
     assert.strictEqual(version.stdout.trim(), PKG.version)
     const db = path.join(work, "graph", "sophia.db")
-    const created = await sh(process.execPath, [bin, "connection", "create", "--name", "pkg-agent", "--profile", "full", "--db", db], app)
+    const created = await sh(process.execPath, [bin, "connection", "create", "--name", "pkg-agent", "--profile", "full", "--db", db], app, {
+      XDG_CACHE_HOME: cacheHome
+    })
     assert.strictEqual(created.status, 0, created.stderr)
     const minted = JSON.parse(created.stdout)
+    const record = JSON.parse(fs.readFileSync(path.join(installedPkg, "dist/cli/bundles.json"), "utf8"))
+    const [v8] = fs.readdirSync(path.join(cacheHome, "sophia"))
+    assert.sameMembers(
+      fs.readdirSync(path.join(cacheHome, "sophia", v8!)).map((f) => f.replace(/-\d+$/, "")),
+      [record["sophia.cjs"].sha1, record["Mint.cjs"].sha1]
+    )
 
     // 4. the library with plain node
     fs.writeFileSync(

@@ -60,8 +60,8 @@ export interface DeliveryDeps {
   readonly store: NotifyStore
   readonly auth: Effect.Effect.Success<typeof Auth>
   readonly portal: Effect.Effect.Success<typeof Portal>
-  /** this process's instance id (who claimed a row) */
-  readonly me: string
+  /** this process's instance id (who claimed a row), made when first asked (services/Daemons.ts) */
+  readonly me: () => string
   readonly timeoutMs: number
   readonly firstBackoffMs: number
 }
@@ -113,7 +113,7 @@ export const makeDelivery = ({ store, auth, portal, me, timeoutMs, firstBackoffM
   /** Claim up to a batch of the rows due now (each then belongs to this claim until its send's timeout has passed). */
   const claimDue = Effect.gen(function*() {
     const now = yield* Clock.currentTimeMillis
-    return yield* store.sql.withTransaction(store.claim({ now: iso(now), until: iso(now + claimMs), me }))
+    return yield* store.sql.withTransaction(store.claim({ now: iso(now), until: iso(now + claimMs), me: me() }))
   })
 
   /** Claim what is due now and send it, a batch at a time, until nothing due is left; returns how many were delivered. */
