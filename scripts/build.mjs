@@ -114,6 +114,37 @@ const sourceForBundle = {
     }))
   }
 }
+// better-sqlite3's JavaScript is bundled (read through the compile cache with the rest, instead of a dozen files
+// resolved and compiled on every start) and only its addon stays a file: the `bindings` package it asks for the
+// addon walks a list of candidate paths (a thrown require each) from a root it reads off a stack trace — ~3 ms
+// of every command's first open. The addon is asked for where better-sqlite3's build puts it, next to the
+// package node finds from the bundle, then of `bindings` itself from there. Safe because the dependency is
+// pinned to one version (checked here): the bundled JavaScript is the installed addon's own.
+const sqliteAddon = () => {
+  const pinned = JSON.parse(fs.readFileSync(path.join(root, "package.json"), "utf8")).dependencies["better-sqlite3"]
+  const installed = JSON.parse(fs.readFileSync(path.join(root, "node_modules/better-sqlite3/package.json"), "utf8")).version
+  if (pinned !== installed) throw new Error(`better-sqlite3 must be pinned to the installed version to be bundled (package.json: ${pinned}, installed: ${installed})`)
+  return {
+    name: "sqlite-addon",
+    setup(b) {
+      b.onResolve({ filter: /^bindings$/ }, (args) =>
+        args.importer.includes(`${path.sep}better-sqlite3${path.sep}`) ? { path: "bindings", namespace: "sqlite-addon" } : undefined)
+      b.onLoad({ filter: /.*/, namespace: "sqlite-addon" }, () => ({
+        loader: "js",
+        contents: `const path = require("node:path")
+module.exports = (name) => {
+  const root = path.dirname(require.resolve("better-sqlite3/package.json"))
+  try {
+    return require(path.join(root, "build", "Release", name))
+  } catch (error) {
+    if (error === null || typeof error !== "object" || error.code !== "MODULE_NOT_FOUND") throw error
+    return require("node:module").createRequire(path.join(root, "package.json"))("bindings")({ bindings: name, module_root: root })
+  }
+}`
+      }))
+    }
+  }
+}
 // Loading node:crypto costs ~6 ms of a start (it loads the streams too), and most commands never call it:
 // src/'s imports of it are given a module of the same functions, each loading node:crypto when first
 // called. Functions only (a constructor — capitalised — or a constant would not survive the wrapping): an
@@ -163,8 +194,8 @@ await build({
   format: "cjs",
   platform: "node",
   target: "node20",
-  external,
-  plugins: [commandsExternal, sourceForBundle, commanderLazySpawn, await lazyCrypto()],
+  external: [...external.filter((name) => name !== "better-sqlite3"), "better-sqlite3/package.json"],
+  plugins: [commandsExternal, sourceForBundle, commanderLazySpawn, await lazyCrypto(), sqliteAddon()],
   // a dynamic import() inside a bundle becomes require(): the code cache's vm.Script has no import() hook
   supported: { "dynamic-import": false },
   // the modules that find files beside themselves (worker scripts, build-info.json) by import.meta.url
