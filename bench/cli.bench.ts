@@ -3,7 +3,8 @@
  * app (dependencies from the npm cache, native addons' binaries copied from this checkout), then
  * measures, in the same run:
  *  - every command against bare `node -e 0` (median of 5 each, interleaved with the baseline so the
- *    machine's load moves both alike; target ≤ 3× each): the owner's commands on an existing database,
+ *    machine's load moves both alike; target ≤ 3× each; also the median of each run over the bare run just
+ *    before it, which a drifting machine moves less): the owner's commands on an existing database,
  *    and the agents' (`hook`, `watch --once`, `guard check`) against a running daemon;
  *  - the code cache's share: `connection list` with SOPHIA_COMPILE_CACHE=0;
  *  - daemon start (spawn) to the first 200 on /healthz (median of 3);
@@ -162,10 +163,15 @@ const timed = commands.map(([name, f], index) =>
 for (const [, f] of timed) f()
 const bare: Array<number> = []
 const times = new Map<string, Array<number>>(timed.map(([name]) => [name, []]))
+// each run over the bare run just before it: the machine's drift moves both alike
+const paired = new Map<string, Array<number>>(timed.map(([name]) => [name, []]))
 for (let i = 0; i < N; i++) {
   for (const [name, f] of timed) {
-    bare.push(timeRun(["-e", "0"], app).ms)
-    times.get(name)!.push(f().ms)
+    const baseline = timeRun(["-e", "0"], app).ms
+    const ms = f().ms
+    bare.push(baseline)
+    times.get(name)!.push(ms)
+    paired.get(name)!.push(ms / baseline)
   }
 }
 const uncached: Array<number> = []
@@ -187,11 +193,13 @@ for (let i = 0; i < 3; i++) {
 
 const b = median(bare)
 console.log(`## CLI and daemon (installed from the tarball)\n`)
-console.log(`| command | median of ${N} | × \`node -e 0\` (target ≤ 3×) |`)
-console.log(`|---|---|---|`)
-console.log(`| bare \`node -e 0\` (median of ${bare.length}) | ${fmt(b)} | 1.0× |`)
-for (const [name, xs] of times) console.log(`| \`sophia ${name}\` | ${fmt(median(xs))} | **${(median(xs) / b).toFixed(2)}×** |`)
-console.log(`| \`sophia connection list\` without the code cache (SOPHIA_COMPILE_CACHE=0) | ${fmt(median(uncached))} | ${(median(uncached) / b).toFixed(2)}× |`)
+console.log(`| command | median of ${N} | × \`node -e 0\` (target ≤ 3×) | median of the ${N} paired ratios |`)
+console.log(`|---|---|---|---|`)
+console.log(`| bare \`node -e 0\` (median of ${bare.length}) | ${fmt(b)} | 1.0× | |`)
+for (const [name, xs] of times) {
+  console.log(`| \`sophia ${name}\` | ${fmt(median(xs))} | **${(median(xs) / b).toFixed(2)}×** | ${median(paired.get(name)!).toFixed(2)}× |`)
+}
+console.log(`| \`sophia connection list\` without the code cache (SOPHIA_COMPILE_CACHE=0) | ${fmt(median(uncached))} | ${(median(uncached) / b).toFixed(2)}× | |`)
 console.log()
 console.log(`| daemon | value |`)
 console.log(`|---|---|`)
