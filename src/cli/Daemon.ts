@@ -2,10 +2,10 @@
  * Talking to a running daemon over HTTP, as an agent's runtime does (`sophia hook`, `sophia watch`): the
  * daemon from `--url`, else env `SOPHIA_URL`, else the default address; the bearer from `SOPHIA_BEARER`.
  * Node's own `http` client, no Effect and no library: these commands run after every tool call of an agent
- * (the global `fetch` would first load its implementation, undici: ~0.3× a bare `node -e 0` more, measured).
+ * (the global `fetch` would first load its implementation, undici: ~0.3× a bare `node -e 0` more, measured);
+ * `node:https` (TLS: ~5 ms of a start) only for an https: URL.
  */
 import * as http from "node:http"
-import * as https from "node:https"
 
 /** Where the daemon listens when neither `--url` nor `SOPHIA_URL` says. */
 export const DEFAULT_URL = "http://127.0.0.1:7337"
@@ -33,12 +33,12 @@ const said = (status: number, text: string): string => {
 }
 
 /** One HTTP request: the reply's status and text, or a failure (refused, reset, no answer within `timeoutMs`). */
-export const request = (
+export const request = async (
   url: string,
   options: { readonly method: string; readonly headers?: Record<string, string>; readonly body?: string; readonly timeoutMs: number }
-): Promise<{ readonly status: number; readonly text: string }> =>
-  new Promise((resolve, reject) => {
-    const client = url.startsWith("https:") ? https : http
+): Promise<{ readonly status: number; readonly text: string }> => {
+  const client: Pick<typeof http, "request"> = url.startsWith("https:") ? await import("node:https") : http
+  return new Promise((resolve, reject) => {
     const req = client.request(url, { method: options.method, headers: options.headers, timeout: options.timeoutMs }, (res) => {
       const chunks: Array<Buffer> = []
       res.on("data", (chunk: Buffer) => chunks.push(chunk))
@@ -49,6 +49,7 @@ export const request = (
     req.on("error", reject)
     req.end(options.body)
   })
+}
 
 /** POST `body` (a JSON text) to `path` with the bearer; the reply's text, or a failure naming the daemon. */
 export const post = async (base: string, path: string, bearer: string, body: string, timeoutMs = 90_000): Promise<string> => {

@@ -7,6 +7,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
+import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
 import { ROOT, SOPHIA, sophia, tempDb } from "../support/Cli.js"
@@ -156,6 +157,23 @@ describe("sophia watch / setup / hook", { timeout: 180_000 }, () => {
     const gone = await run(["hook", "claude-code", "--url", "http://127.0.0.1:9"], { SOPHIA_BEARER: "sph_x" }, "{}")
     assert.strictEqual(gone.status, 1)
     assert.match(gone.stderr, /^sophia: no daemon answers at http:\/\/127\.0\.0\.1:9/)
+  })
+
+  it("an https: daemon URL is spoken to over TLS (node:https, loaded only for it), an http: one in the clear", async () => {
+    // a listener that keeps the first byte each connection sends: 0x16 opens a TLS handshake, "P" a plain POST
+    const firsts: Array<number> = []
+    const server = net.createServer((socket) => socket.once("data", (d: Buffer) => (firsts.push(d[0]!), socket.destroy())))
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+    const port = (server.address() as net.AddressInfo).port
+    try {
+      const tls = await run(["hook", "claude-code", "--url", `https://127.0.0.1:${port}`], { SOPHIA_BEARER: "sph_x" }, "{}")
+      const plain = await run(["hook", "claude-code", "--url", `http://127.0.0.1:${port}`], { SOPHIA_BEARER: "sph_x" }, "{}")
+      assert.deepStrictEqual([tls.status, plain.status], [1, 1])
+      assert.match(tls.stderr, /^sophia: no daemon answers at https:\/\/127\.0\.0\.1:\d+ /)
+      assert.deepStrictEqual(firsts, [0x16, "P".charCodeAt(0)])
+    } finally {
+      server.close()
+    }
   })
 
   it("`connection create --allow-elicitation` records the owner's allowance (default: none)", () => {
