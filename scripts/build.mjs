@@ -147,8 +147,8 @@ module.exports = (name) => {
 }
 // Loading node:crypto costs ~6 ms of a start (it loads the streams too), and most commands never call it:
 // src/'s imports of it are given a module of the same functions, each loading node:crypto when first
-// called. Functions only (a constructor — capitalised — or a constant would not survive the wrapping): an
-// import of another name is a build error (esbuild: no matching export).
+// called. Functions only (a constructor — capitalised — or a constant would not survive the wrapping): a
+// named import of another name is esbuild's error, a namespace's member of another name this build's (below).
 const lazyCrypto = async () => {
   const crypto = await import("node:crypto")
   const names = Object.keys(crypto).filter((k) => /^[a-z]/.test(k) && typeof crypto[k] === "function")
@@ -182,7 +182,7 @@ const commanderLazySpawn = {
     })
   }
 }
-await build({
+const bundled = await build({
   entryPoints: {
     sophia: path.join(src, "main.ts"),
     ...Object.fromEntries(commandModules.map((name) => [name, path.join(src, "cli", `${name}.ts`)]))
@@ -204,6 +204,14 @@ await build({
   legalComments: "none",
   logLevel: "warning"
 })
+// an import a module does not export is undefined at run time, which esbuild only warns of: refused here (a
+// name of node:crypto's the lazy module lacks, say, would otherwise be a call of undefined when first made)
+const undefinedImports = bundled.warnings.filter((w) => w.id === "import-is-undefined")
+if (undefinedImports.length > 0) {
+  fs.rmSync(next, { recursive: true, force: true })
+  console.error(`sophia build: imports of nothing: ${undefinedImports.map((w) => `${w.location?.file}:${w.location?.line}: ${w.text}`).join("; ")}`)
+  process.exit(1)
+}
 // every bundle ASCII (see `asciiOnly`), and its hash and length recorded for the compile cache's key
 // (dist/cli/compile-cache.cjs would otherwise hash a megabyte on every start, and load node:crypto to do it)
 const bundles = {}
