@@ -53,7 +53,7 @@ import { NotifyWorker } from "./NotifyWorker.js"
 
 /**
  * Who hears what: the sandbox's in-memory subscriber first, then every subscriber that writes to the store
- * (`layers/Services.ts`, the one place those are wired; a `sophia` command runs them alone). No service
+ * (`layers/Wiring.ts`, the one place those are wired; a `sophia` command runs them alone). No service
  * registers itself.
  */
 export const EventWiring = Layer.effectDiscard(Effect.gen(function*() {

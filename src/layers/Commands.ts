@@ -3,11 +3,11 @@
  * builds (and its bundle holds, cli/*.ts: one bundle each) a few services rather than the graph's every one.
  *
  * Never less than its writes need: a command's layer names the events its writes publish, with the wiring
- * of their subscribers taken from where the daemon's is declared (layers/Services.ts, layers/ConnectionWiring.ts),
+ * of their subscribers taken from where the daemon's is declared (layers/Wiring.ts, layers/ConnectionWiring.ts),
  * and `Events` is closed to those events: one the layer did not name is a defect that rolls its write back
- * (services/Events.ts), never a write with a subscriber skipped. The commands whose writes reach the whole
- * graph (`connection revoke`, `approvals approve|deny`) run on `CommandServicesOn` (layers/Services.ts), every
- * subscriber wired.
+ * (services/Events.ts), never a write with a subscriber skipped. The commands whose writes reach most of the
+ * graph run with every subscriber wired: `connection revoke` on its own layer (cli/Revoke.ts: `everySubscriber`
+ * over all but Approvals), `approvals approve|deny` on `CommandServicesOn` (layers/Services.ts).
  */
 import type { SqlClient } from "@effect/sql"
 import type { Effect } from "effect"

@@ -1,5 +1,5 @@
 /**
- * Who hears `ConnectionCreated`: part of the one wiring of the subscribers that write (layers/Services.ts runs
+ * Who hears `ConnectionCreated`: part of the one wiring of the subscribers that write (layers/Wiring.ts runs
  * it first), kept apart so that the commands that mint a connection (`connection create`, `setup`) wire it
  * without loading the services the rest of the wiring needs (layers/Commands.ts).
  */

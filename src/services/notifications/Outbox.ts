@@ -16,7 +16,7 @@ export interface OutboxDeps {
 
 /**
  * The outbox's writing side: the subscribers that turn a domain event into notification rows, inside the
- * event's own transaction (wired `atomic` in `layers/Services.ts`: the row is written with the write or neither
+ * event's own transaction (wired `atomic` in `layers/Wiring.ts`: the row is written with the write or neither
  * is). Only targets subscribed to the event get a row. A row holds the event's own facts (`Content.ts` renders
  * what it says, with names and links, when it is sent), so an event costs one indexed read of the user's
  * targets (`Notify.subscribed`) and, per subscribed target, one insert. `orphan` also records what the
